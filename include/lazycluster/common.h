@@ -1,0 +1,75 @@
+/*
+ * lazycluster/common.h - export macro, error codes, memory and version.
+ *
+ * Threads: every function here may be called from any thread. lc_error_last() reads the detail of
+ * the last failed call made on the calling thread.
+ */
+#ifndef LAZYCLUSTER_COMMON_H
+#define LAZYCLUSTER_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(LC_BUILDING) && defined(__GNUC__)
+#define LC_EXTERN __attribute__((visibility("default")))
+#else
+#define LC_EXTERN
+#endif
+
+#define LC_VERSION_MAJOR 0
+#define LC_VERSION_MINOR 1
+#define LC_VERSION_PATCH 0
+
+/*
+ * The project's own error codes. System errors are returned as negative errno values (-ETIMEDOUT,
+ * -ECONNREFUSED, -EADDRINUSE, -ENOENT, -EINVAL, -ENOMEM, ...); these codes sit far below them.
+ * X(NAME, VALUE, TEXT)
+ */
+#define LC_ERRNO_MAP(X)                                                                            \
+  X(EINTERNAL, -30000, "internal error")                                                           \
+  X(ESSH, -30001, "SSH protocol error")                                                            \
+  X(EHOSTKEYUNKNOWN, -30002, "host key is not known")                                              \
+  X(EHOSTKEYCHANGED, -30003, "host key has changed")                                               \
+  X(EAUTH, -30004, "authentication failed")                                                        \
+  X(EKEYLOCKED, -30005, "private key is encrypted and cannot be unlocked")                         \
+  X(ECONFIG, -30006, "bad configuration")                                                          \
+  X(ECLOSED, -30007, "connection to the host is closed")                                           \
+  X(EREMOTE, -30008, "remote command failed")                                                      \
+  X(ENOPORTS, -30009, "no free port left")                                                         \
+  X(EFORWARD, -30010, "port forwarding refused")                                                   \
+  X(ENOTCONNECTED, -30011, "runtime is not connected")
+
+typedef enum lc_errno {
+#define LC__ERR_ENUM(name, value, text) LC_##name = value,
+  LC_ERRNO_MAP(LC__ERR_ENUM)
+#undef LC__ERR_ENUM
+  LC_OK = 0
+} lc_errno;
+
+/** Short English text for an error code (ours or a negative errno). Never NULL; static storage. */
+LC_EXTERN const char *lc_strerror(int err);
+
+/** The symbolic name of an error code ("LC_EAUTH", "ETIMEDOUT"). Never NULL; static storage. */
+LC_EXTERN const char *lc_err_name(int err);
+
+/**
+ * Detail of the last failed call on this thread, naming the host, port or file involved
+ * ("lab3: connection refused"). Never NULL; "" when nothing failed yet. Valid until the next
+ * lazycluster call on this thread.
+ */
+LC_EXTERN const char *lc_error_last(void);
+
+/** Frees memory the library allocated and handed to the caller (strings, arrays). NULL is fine. */
+LC_EXTERN void lc_free(void *ptr);
+
+/** The library's version as "MAJOR.MINOR.PATCH". Static storage. */
+LC_EXTERN const char *lc_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LAZYCLUSTER_COMMON_H */

@@ -1,0 +1,122 @@
+/*
+ * util.c - memory wrappers, the growable buffer, shell quoting, time, version.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void *lc__malloc(size_t n) { return malloc(n ? n : 1); }
+void *lc__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+void *lc__realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+void lc_free(void *ptr) { free(ptr); }
+
+char *lc__strndup(const char *s, size_t n) {
+  char *d = lc__malloc(n + 1);
+  if (d == NULL)
+    return NULL;
+  memcpy(d, s, n);
+  d[n] = '\0';
+  return d;
+}
+
+char *lc__strdup(const char *s) { return s ? lc__strndup(s, strlen(s)) : NULL; }
+
+char *lc__sprintf(const char *fmt, ...) {
+  va_list ap;
+  lc__buf b = {0};
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (b.data = lc__malloc((size_t)n + 1)) == NULL)
+    return NULL;
+  va_start(ap, fmt);
+  vsnprintf(b.data, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return b.data;
+}
+
+static int buf_reserve(lc__buf *b, size_t extra) {
+  size_t cap = b->cap ? b->cap : 64;
+  char *d;
+  if (b->len + extra + 1 <= b->cap)
+    return 0;
+  while (cap < b->len + extra + 1)
+    cap *= 2;
+  if ((d = lc__realloc(b->data, cap)) == NULL)
+    return -12; /* -ENOMEM */
+  b->data = d;
+  b->cap = cap;
+  return 0;
+}
+
+int lc__buf_append(lc__buf *b, const void *data, size_t n) {
+  int r;
+  if ((r = buf_reserve(b, n)) < 0)
+    return r;
+  if (n)
+    memcpy(b->data + b->len, data, n);
+  b->len += n;
+  b->data[b->len] = '\0';
+  return 0;
+}
+
+int lc__buf_printf(lc__buf *b, const char *fmt, ...) {
+  va_list ap;
+  int n, r;
+  va_start(ap, fmt);
+  n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return -22;
+  if ((r = buf_reserve(b, (size_t)n)) < 0)
+    return r;
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+  return 0;
+}
+
+int lc__buf_shell_quote(lc__buf *b, const char *s) {
+  int r = 0;
+  if ((r = lc__buf_append(b, "'", 1)) < 0)
+    return r;
+  for (const char *p = s; *p; p++) {
+    if (*p == '\'')
+      r = lc__buf_append(b, "'\\''", 4);
+    else
+      r = lc__buf_append(b, p, 1);
+    if (r < 0)
+      return r;
+  }
+  return lc__buf_append(b, "'", 1);
+}
+
+void lc__buf_consume(lc__buf *b, size_t n) {
+  if (n >= b->len) {
+    b->len = 0;
+  } else {
+    memmove(b->data, b->data + n, b->len - n);
+    b->len -= n;
+  }
+  if (b->data)
+    b->data[b->len] = '\0';
+}
+
+void lc__buf_free(lc__buf *b) {
+  free(b->data);
+  b->data = NULL;
+  b->len = b->cap = 0;
+}
+
+uint64_t lc__now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+const char *lc_version(void) { return "0.1.0"; }
