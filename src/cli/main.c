@@ -1,0 +1,100 @@
+/*
+ * main.c - lazyclusterctl: the global options and the table of subcommands.
+ *
+ * A new subcommand is one file, src/cli/<name>.c, one declaration in cli.h and one line in
+ * `commands` below.
+ */
+#include "cli.h"
+
+#include <libssh/libssh.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#ifndef LC_VERSION_STRING
+#define LC_VERSION_STRING "unknown"
+#endif
+
+static const cli_command commands[] = {
+    {"probe", cli_probe, "print this machine's facts: OS, CPU cores, memory, GPUs"},
+};
+
+static void usage(FILE *f) {
+  size_t width = 4;
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    if (strlen(commands[i].name) > width)
+      width = strlen(commands[i].name);
+  fprintf(f,
+          "Usage: " CLI_NAME " COMMAND [OPTIONS]\n"
+          "       " CLI_NAME " --version | --help\n"
+          "\n"
+          "Start distributed programs over SSH.\n"
+          "\n"
+          "Commands:\n");
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    fprintf(f, "  %-*s  %s\n", (int)width, commands[i].name, commands[i].summary);
+  fprintf(f, "  %-*s  %s\n", (int)width, "help", "show this help, or a command's: help COMMAND");
+  fprintf(f, "\nRun '" CLI_NAME " COMMAND --help' for a command's options.\n");
+}
+
+static void version(void) {
+  const char *ssh = ssh_version(0);
+  size_t sl = ssh ? strcspn(ssh, "/") : 0;
+  printf(CLI_NAME " %s (liblazycluster %s, libssh %.*s, libuv %s)\n", LC_VERSION_STRING,
+         lc_version(), (int)sl, ssh ? ssh : "", uv_version_string());
+}
+
+static const cli_command *find(const char *name) {
+  for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    if (strcmp(commands[i].name, name) == 0)
+      return &commands[i];
+  return NULL;
+}
+
+int cli_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cli_usage_error(const char *cmd, const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, CLI_NAME "%s%s: ", cmd ? " " : "", cmd ? cmd : "");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry '" CLI_NAME "%s%s --help'.\n", cmd ? " " : "", cmd ? cmd : "");
+  return CLI_EXIT_USAGE;
+}
+
+int cli_fail(const char *cmd, int err, const char *what) {
+  const char *detail = lc_error_last();
+  fprintf(stderr, CLI_NAME "%s%s: %s: %s\n", cmd ? " " : "", cmd ? cmd : "", what,
+          detail[0] ? detail : lc_strerror(err));
+  return CLI_EXIT_FAIL;
+}
+
+int main(int argc, char **argv) {
+  const cli_command *cmd;
+  if (argc < 2) {
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+  }
+  if (cli_is_help(argv[1]) || (strcmp(argv[1], "help") == 0 && argc == 2)) {
+    usage(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    version();
+    return CLI_EXIT_OK;
+  }
+  if (strcmp(argv[1], "help") == 0) {
+    char help[] = "--help";
+    char *sub[3] = {argv[2], help, NULL};
+    if ((cmd = find(argv[2])) == NULL)
+      return cli_usage_error(NULL, "unknown command '%s'", argv[2]);
+    return cmd->run(2, sub);
+  }
+  if (argv[1][0] == '-')
+    return cli_usage_error(NULL, "unknown option '%s'", argv[1]);
+  if ((cmd = find(argv[1])) == NULL)
+    return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+  return cmd->run(argc - 1, argv + 1);
+}

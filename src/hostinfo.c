@@ -1,0 +1,634 @@
+/*
+ * hostinfo.c - what this machine offers: OS, CPU cores and memory (capped by cgroup v1/v2
+ * limits), GPUs; and the JSON form that `lazyclusterctl probe --json` prints and that a remote
+ * probe parses.
+ */
+#include "hostinfo_internal.h"
+
+#include "gpu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#define SMALL_FILE_MAX 4096
+#define LIST_FILE_MAX (256 * 1024)
+
+/* Copies src into dst[n], cut to fit. */
+static void copy_str(char *dst, size_t n, const char *src) {
+  size_t l = strnlen(src, n - 1);
+  memcpy(dst, src, l);
+  dst[l] = '\0';
+}
+
+/* root + abs ("/proc/self/cgroup") without a doubled slash; -ENAMETOOLONG when it does not fit. */
+static int path_join(char *dst, size_t n, const char *root, const char *abs) {
+  size_t rl = strlen(root);
+  int w;
+  while (rl > 0 && root[rl - 1] == '/')
+    rl--;
+  w = snprintf(dst, n, "%.*s%s%s", (int)rl, root, abs[0] == '/' ? "" : "/", abs);
+  return w < 0 || (size_t)w >= n ? -ENAMETOOLONG : 0;
+}
+
+/* Reads at most max bytes of a file into a NUL-terminated heap string; NULL when unreadable. */
+static char *read_text(const char *path, size_t max) {
+  char *data = NULL;
+  size_t len = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return NULL;
+  if ((data = lc__malloc(max + 1)) == NULL)
+    goto out;
+  while (len < max) {
+    ssize_t r = read(fd, data + len, max - len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      free(data);
+      data = NULL;
+      goto out;
+    }
+    if (r == 0)
+      break;
+    len += (size_t)r;
+  }
+  data[len] = '\0';
+out:
+  close(fd);
+  return data;
+}
+
+static char *read_under(const char *root, const char *abs, size_t max) {
+  char path[PATH_MAX];
+  if (path_join(path, sizeof(path), root, abs) < 0)
+    return NULL;
+  return read_text(path, max);
+}
+
+static int is_dir(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static char *trim(char *s) {
+  char *e;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  e = s + strlen(s);
+  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\n' || e[-1] == '\r'))
+    *--e = '\0';
+  return s;
+}
+
+/* Parses a decimal unsigned number that fills the whole (trimmed) string. */
+static int parse_u64(const char *s, uint64_t *out) {
+  char *end;
+  unsigned long long v;
+  while (*s == ' ' || *s == '\t')
+    s++;
+  if (*s < '0' || *s > '9')
+    return -EINVAL;
+  errno = 0;
+  v = strtoull(s, &end, 10);
+  if (errno != 0)
+    return -ERANGE;
+  while (*end == ' ' || *end == '\t' || *end == '\n')
+    end++;
+  if (*end != '\0')
+    return -EINVAL;
+  *out = (uint64_t)v;
+  return 0;
+}
+
+/* ---- os-release ---------------------------------------------------------------------------- */
+
+/* Unquotes an os-release value in place: "..." or '...' with \-escapes, or a bare word. */
+static void os_release_unquote(char *v) {
+  char *w = v, q = 0;
+  if (*v == '"' || *v == '\'')
+    q = *v++;
+  for (; *v && *v != q; v++) {
+    if (q == '"' && *v == '\\' && v[1] != '\0')
+      v++;
+    *w++ = *v;
+  }
+  *w = '\0';
+}
+
+static int os_release_value(const char *text, const char *key, char *buf, size_t n) {
+  size_t kl = strlen(key);
+  const char *line = text, *eol;
+  for (; *line; line = eol ? eol + 1 : line + strlen(line)) {
+    char tmp[512];
+    size_t ll;
+    char *v;
+    eol = strchr(line, '\n');
+    ll = eol ? (size_t)(eol - line) : strlen(line);
+    while (ll > 0 && (*line == ' ' || *line == '\t')) {
+      line++;
+      ll--;
+    }
+    if (ll <= kl || strncmp(line, key, kl) != 0 || line[kl] != '=')
+      continue;
+    snprintf(tmp, sizeof(tmp), "%.*s", (int)(ll - kl - 1), line + kl + 1);
+    v = trim(tmp);
+    os_release_unquote(v);
+    if (*v == '\0')
+      continue;
+    snprintf(buf, n, "%s", v);
+    return 0;
+  }
+  return -ENOENT;
+}
+
+int lc__hostinfo_os_release(const char *root, char *buf, size_t n) {
+  static const char *const files[] = {"/etc/os-release", "/usr/lib/os-release"};
+  int r = -ENOENT;
+  for (size_t i = 0; i < LC_ARRAY_SIZE(files) && r < 0; i++) {
+    char *text = read_under(root, files[i], SMALL_FILE_MAX * 4);
+    if (text == NULL)
+      continue;
+    if ((r = os_release_value(text, "PRETTY_NAME", buf, n)) < 0)
+      r = os_release_value(text, "NAME", buf, n);
+    free(text);
+  }
+  return r;
+}
+
+/* ---- memory and cores ---------------------------------------------------------------------- */
+
+uint64_t lc__hostinfo_memtotal(const char *root) {
+  char *text = read_under(root, "/proc/meminfo", SMALL_FILE_MAX * 2);
+  uint64_t kib = 0;
+  const char *p;
+  if (text == NULL)
+    return 0;
+  if ((p = strstr(text, "MemTotal:")) != NULL) {
+    unsigned long long v;
+    if (sscanf(p, "MemTotal: %llu", &v) == 1)
+      kib = (uint64_t)v;
+  }
+  free(text);
+  return kib * 1024u;
+}
+
+double lc__hostinfo_cores(long online, long affinity, double cgroup_limit) {
+  double cores = online > 0 ? (double)online : 1.0;
+  if (affinity > 0 && (double)affinity < cores)
+    cores = (double)affinity;
+  if (cgroup_limit > 0 && cgroup_limit < cores)
+    cores = cgroup_limit;
+  return cores;
+}
+
+uint64_t lc__hostinfo_memory(uint64_t memtotal, uint64_t cgroup_limit) {
+  if (cgroup_limit > 0 && (memtotal == 0 || cgroup_limit < memtotal))
+    return cgroup_limit;
+  return memtotal;
+}
+
+long lc__hostinfo_affinity(void) {
+  long count = 0;
+  for (size_t ncpu = 1024; ncpu <= 1024 * 1024; ncpu *= 4) {
+    size_t size = CPU_ALLOC_SIZE(ncpu);
+    cpu_set_t *set = CPU_ALLOC(ncpu);
+    int r;
+    if (set == NULL)
+      return 0;
+    CPU_ZERO_S(size, set);
+    r = sched_getaffinity(0, size, set);
+    if (r == 0)
+      count = CPU_COUNT_S(size, set);
+    CPU_FREE(set);
+    if (r == 0 || errno != EINVAL)
+      break;
+  }
+  return count;
+}
+
+/* ---- cgroups ------------------------------------------------------------------------------- */
+
+/* Undoes mountinfo's octal escapes (\040 for a space) in place. */
+static void mountinfo_unescape(char *s) {
+  char *w = s;
+  for (; *s; s++) {
+    if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' && s[3] >= '0' &&
+        s[3] <= '7') {
+      *w++ = (char)(((s[1] - '0') << 6) | ((s[2] - '0') << 3) | (s[3] - '0'));
+      s += 3;
+    } else {
+      *w++ = *s;
+    }
+  }
+  *w = '\0';
+}
+
+/* Whether the comma-separated list contains word. */
+static int list_has(const char *list, const char *word) {
+  size_t wl = strlen(word);
+  for (const char *p = list; p && *p; p = strchr(p, ','), p = p ? p + 1 : NULL) {
+    const char *e = strchr(p, ',');
+    size_t l = e ? (size_t)(e - p) : strlen(p);
+    if (l == wl && strncmp(p, word, wl) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+/*
+ * Finds the cgroup file system for controller (NULL: the v2 hierarchy) in root/proc/self/mountinfo:
+ * its mount point and the path inside the hierarchy that is mounted there.
+ */
+static int cgroup_mount(const char *root, const char *controller, char *point, size_t pn,
+                        char *mroot, size_t mn) {
+  char *text = read_under(root, "/proc/self/mountinfo", LIST_FILE_MAX);
+  char *save = NULL;
+  int r = -ENOENT;
+  if (text == NULL)
+    return -ENOENT;
+  for (char *line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
+    char *f[6], *fs = NULL, *super = NULL, *save2 = NULL, *tok;
+    int nf = 0;
+    for (tok = strtok_r(line, " ", &save2); tok && nf < 6; tok = strtok_r(NULL, " ", &save2))
+      f[nf++] = tok;
+    if (nf < 6)
+      continue;
+    while (tok && strcmp(tok, "-") != 0)
+      tok = strtok_r(NULL, " ", &save2);
+    if (tok == NULL || (fs = strtok_r(NULL, " ", &save2)) == NULL ||
+        strtok_r(NULL, " ", &save2) == NULL || (super = strtok_r(NULL, " ", &save2)) == NULL)
+      continue;
+    if (controller == NULL ? strcmp(fs, "cgroup2") != 0
+                           : strcmp(fs, "cgroup") != 0 || !list_has(super, controller))
+      continue;
+    mountinfo_unescape(f[3]);
+    mountinfo_unescape(f[4]);
+    snprintf(mroot, mn, "%s", f[3]);
+    snprintf(point, pn, "%s", f[4]);
+    r = 0;
+  }
+  free(text);
+  return r;
+}
+
+/* This process's path in the hierarchy of controller (NULL: v2) from root/proc/self/cgroup. */
+static int cgroup_path(const char *root, const char *controller, char *buf, size_t n) {
+  char *text = read_under(root, "/proc/self/cgroup", LIST_FILE_MAX);
+  char *save = NULL;
+  int r = -ENOENT;
+  if (text == NULL)
+    return -ENOENT;
+  for (char *line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
+    char *c1 = strchr(line, ':'), *c2;
+    if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL)
+      continue;
+    *c1 = '\0';
+    *c2 = '\0';
+    if (controller == NULL ? strcmp(line, "0") != 0 || c2 != c1 + 1 : !list_has(c1 + 1, controller))
+      continue;
+    snprintf(buf, n, "%s", c2 + 1);
+    r = 0;
+  }
+  free(text);
+  return r;
+}
+
+/*
+ * The directory of this process's cgroup for controller (NULL: v2), and the hierarchy's mount
+ * point (base) under root. Without mountinfo, the usual places under sys/fs/cgroup are assumed.
+ */
+static int cgroup_dir(const char *root, const char *controller, char *dir, size_t dn, char *base,
+                      size_t bn) {
+  char path[PATH_MAX], point[PATH_MAX], mroot[PATH_MAX];
+  const char *rel;
+  size_t ml;
+  if (cgroup_path(root, controller, path, sizeof(path)) < 0)
+    return -ENOENT;
+  if (cgroup_mount(root, controller, point, sizeof(point), mroot, sizeof(mroot)) < 0) {
+    char probe[PATH_MAX];
+    snprintf(mroot, sizeof(mroot), "/");
+    if (controller == NULL) {
+      /* v2 alone at sys/fs/cgroup, or the hybrid layout's sys/fs/cgroup/unified. */
+      if (path_join(probe, sizeof(probe), root, "/sys/fs/cgroup/cgroup.controllers") == 0 &&
+          access(probe, F_OK) == 0)
+        snprintf(point, sizeof(point), "/sys/fs/cgroup");
+      else
+        snprintf(point, sizeof(point), "/sys/fs/cgroup/unified");
+    } else {
+      snprintf(point, sizeof(point), "/sys/fs/cgroup/%s", controller);
+      if (path_join(probe, sizeof(probe), root, point) == 0 && !is_dir(probe) &&
+          strcmp(controller, "cpu") == 0)
+        snprintf(point, sizeof(point), "/sys/fs/cgroup/cpu,cpuacct");
+    }
+  }
+  if (path_join(base, bn, root, point) < 0 || !is_dir(base))
+    return -ENOENT;
+  /* The mount shows the hierarchy from mroot down; a path outside it (another namespace's view)
+   * cannot be placed, so the mount point itself stands for this process's cgroup. */
+  ml = strlen(mroot);
+  while (ml > 0 && mroot[ml - 1] == '/')
+    ml--;
+  if (ml == 0)
+    rel = path;
+  else if (strncmp(path, mroot, ml) == 0 && (path[ml] == '/' || path[ml] == '\0'))
+    rel = path + ml;
+  else
+    rel = "";
+  if (snprintf(dir, dn, "%s%s", base, strcmp(rel, "/") == 0 ? "" : rel) >= (int)dn || !is_dir(dir))
+    snprintf(dir, dn, "%s", base);
+  return 0;
+}
+
+typedef int (*limit_reader)(const char *dir, double *out);
+
+/* Applies read to dir and each parent up to base; the smallest limit found, 0 when none. */
+static double cgroup_walk(const char *dir, const char *base, limit_reader read) {
+  char cur[PATH_MAX];
+  size_t bl = strlen(base);
+  double best = 0;
+  snprintf(cur, sizeof(cur), "%s", dir);
+  for (;;) {
+    double v = 0;
+    char *slash;
+    if (read(cur, &v) == 0 && v > 0 && (best == 0 || v < best))
+      best = v;
+    if (strlen(cur) <= bl || (slash = strrchr(cur, '/')) == NULL || (size_t)(slash - cur) < bl)
+      break;
+    *slash = '\0';
+  }
+  return best;
+}
+
+static char *read_in(const char *dir, const char *name) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
+    return NULL;
+  return read_text(path, SMALL_FILE_MAX);
+}
+
+/* cpu.max: "QUOTA PERIOD" or "max PERIOD". */
+static int read_cpu_v2(const char *dir, double *out) {
+  char *text = read_in(dir, "cpu.max");
+  char quota[32];
+  unsigned long long period = 0;
+  int r = -ENOENT;
+  if (text == NULL)
+    return r;
+  if (sscanf(text, "%31s %llu", quota, &period) >= 1 && strcmp(quota, "max") != 0) {
+    uint64_t q;
+    if (period == 0)
+      period = 100000;
+    if (parse_u64(quota, &q) == 0 && q > 0) {
+      *out = (double)q / (double)period;
+      r = 0;
+    }
+  }
+  free(text);
+  return r;
+}
+
+/* cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us. */
+static int read_cpu_v1(const char *dir, double *out) {
+  char *qt = read_in(dir, "cpu.cfs_quota_us"), *pt = read_in(dir, "cpu.cfs_period_us");
+  uint64_t q, p;
+  int r = -ENOENT;
+  if (qt && pt && parse_u64(qt, &q) == 0 && parse_u64(pt, &p) == 0 && q > 0 && p > 0) {
+    *out = (double)q / (double)p;
+    r = 0;
+  }
+  free(qt);
+  free(pt);
+  return r;
+}
+
+static int read_mem_v2(const char *dir, double *out) {
+  char *text = read_in(dir, "memory.max");
+  uint64_t v;
+  int r = -ENOENT;
+  if (text && parse_u64(text, &v) == 0) {
+    *out = (double)v;
+    r = 0;
+  }
+  free(text);
+  return r;
+}
+
+static int read_mem_v1(const char *dir, double *out) {
+  char *text = read_in(dir, "memory.limit_in_bytes");
+  uint64_t v;
+  int r = -ENOENT;
+  if (text && parse_u64(text, &v) == 0 && v < LC__CGROUP_V1_UNLIMITED) {
+    *out = (double)v;
+    r = 0;
+  }
+  free(text);
+  return r;
+}
+
+static double min_limit(double a, double b) {
+  if (a <= 0)
+    return b;
+  if (b <= 0)
+    return a;
+  return a < b ? a : b;
+}
+
+/* The smallest limit over the v1 controller and the v2 hierarchy; a controller is attached to only
+ * one of them, so on a hybrid system the other finds nothing. */
+static double cgroup_limit(const char *root, const char *controller, limit_reader v1,
+                           limit_reader v2) {
+  char dir[PATH_MAX], base[PATH_MAX];
+  double limit = 0;
+  if (cgroup_dir(root, controller, dir, sizeof(dir), base, sizeof(base)) == 0)
+    limit = cgroup_walk(dir, base, v1);
+  if (cgroup_dir(root, NULL, dir, sizeof(dir), base, sizeof(base)) == 0)
+    limit = min_limit(limit, cgroup_walk(dir, base, v2));
+  return limit;
+}
+
+double lc__cgroup_cpu_limit(const char *root) {
+  return cgroup_limit(root, "cpu", read_cpu_v1, read_cpu_v2);
+}
+
+uint64_t lc__cgroup_memory_limit(const char *root) {
+  return (uint64_t)cgroup_limit(root, "memory", read_mem_v1, read_mem_v2);
+}
+
+/* ---- the public calls ---------------------------------------------------------------------- */
+
+int lc_hostinfo_local(lc_hostinfo **out) {
+  lc_hostinfo *info = NULL;
+  struct utsname u;
+  int r = -ENOMEM;
+  if (out == NULL)
+    return lc__error_set(-EINVAL, "lc_hostinfo_local: out is NULL");
+  *out = NULL;
+  if ((info = lc__calloc(1, sizeof(*info))) == NULL) {
+    lc__error_set(r, "out of memory reading host facts");
+    goto out;
+  }
+  if (uname(&u) == 0) {
+    copy_str(info->hostname, sizeof(info->hostname), u.nodename);
+    copy_str(info->kernel, sizeof(info->kernel), u.release);
+    copy_str(info->arch, sizeof(info->arch), u.machine);
+  }
+  if (lc__hostinfo_os_release("/", info->os, sizeof(info->os)) < 0)
+    copy_str(info->os, sizeof(info->os), uname(&u) == 0 ? u.sysname : "unknown");
+  info->cores = lc__hostinfo_cores(sysconf(_SC_NPROCESSORS_ONLN), lc__hostinfo_affinity(),
+                                   lc__cgroup_cpu_limit("/"));
+  info->memory_bytes =
+      lc__hostinfo_memory(lc__hostinfo_memtotal("/"), lc__cgroup_memory_limit("/"));
+  if ((r = lc__gpu_probe(info)) < 0) {
+    lc__error_set(r, "out of memory listing GPUs");
+    goto out;
+  }
+  *out = info;
+  info = NULL;
+  r = 0;
+out:
+  lc_hostinfo_free(info);
+  return r;
+}
+
+void lc_hostinfo_free(lc_hostinfo *info) {
+  if (info == NULL)
+    return;
+  free(info->gpus);
+  free(info);
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
+static size_t utf8_len(const unsigned char *s) {
+  size_t n;
+  uint32_t cp;
+  if (s[0] < 0x80)
+    return 1;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf)
+    n = 2, cp = s[0] & 0x1fu;
+  else if (s[0] >= 0xe0 && s[0] <= 0xef)
+    n = 3, cp = s[0] & 0x0fu;
+  else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+    n = 4, cp = s[0] & 0x07u;
+  else
+    return 0;
+  for (size_t i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+    cp = (cp << 6) | (s[i] & 0x3fu);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+      (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+int lc__json_append_string(lc__buf *b, const char *s) {
+  const unsigned char *p = (const unsigned char *)(s ? s : "");
+  int r;
+  if ((r = lc__buf_append(b, "\"", 1)) < 0)
+    return r;
+  while (*p) {
+    size_t n = utf8_len(p);
+    switch (*p) {
+    case '"':
+      r = lc__buf_append(b, "\\\"", 2);
+      break;
+    case '\\':
+      r = lc__buf_append(b, "\\\\", 2);
+      break;
+    case '\n':
+      r = lc__buf_append(b, "\\n", 2);
+      break;
+    case '\r':
+      r = lc__buf_append(b, "\\r", 2);
+      break;
+    case '\t':
+      r = lc__buf_append(b, "\\t", 2);
+      break;
+    case '\b':
+      r = lc__buf_append(b, "\\b", 2);
+      break;
+    case '\f':
+      r = lc__buf_append(b, "\\f", 2);
+      break;
+    default:
+      if (*p < 0x20)
+        r = lc__buf_printf(b, "\\u%04x", (unsigned)*p);
+      else if (n == 0)
+        r = lc__buf_append(b, "\\ufffd", 6);
+      else
+        r = lc__buf_append(b, p, n);
+      break;
+    }
+    if (r < 0)
+      return r;
+    p += n ? n : 1;
+  }
+  return lc__buf_append(b, "\"", 1);
+}
+
+/* A non-negative number with up to three decimals ("2", "1.5"), independent of the C locale. */
+static int json_append_cores(lc__buf *b, double v) {
+  unsigned long long milli;
+  char tmp[48];
+  int n;
+  if (!(v >= 0) || v > 1e12)
+    v = 0;
+  milli = (unsigned long long)(v * 1000.0 + 0.5);
+  n = snprintf(tmp, sizeof(tmp), "%llu.%03u", milli / 1000, (unsigned)(milli % 1000));
+  while (n > 0 && tmp[n - 1] == '0')
+    tmp[--n] = '\0';
+  if (n > 0 && tmp[n - 1] == '.')
+    tmp[--n] = '\0';
+  return lc__buf_append(b, tmp, (size_t)n);
+}
+
+int lc_hostinfo_to_json(char **out, const lc_hostinfo *info) {
+  lc__buf b = {0};
+  int r = -EINVAL;
+  if (out == NULL || info == NULL)
+    return lc__error_set(-EINVAL, "lc_hostinfo_to_json: %s is NULL", out ? "info" : "out");
+  *out = NULL;
+  if ((r = lc__buf_append(&b, "{\"hostname\":", 12)) < 0 ||
+      (r = lc__json_append_string(&b, info->hostname)) < 0 ||
+      (r = lc__buf_append(&b, ",\"os\":", 6)) < 0 || (r = lc__json_append_string(&b, info->os)) < 0 ||
+      (r = lc__buf_append(&b, ",\"kernel\":", 10)) < 0 ||
+      (r = lc__json_append_string(&b, info->kernel)) < 0 ||
+      (r = lc__buf_append(&b, ",\"arch\":", 8)) < 0 ||
+      (r = lc__json_append_string(&b, info->arch)) < 0 ||
+      (r = lc__buf_append(&b, ",\"cores\":", 9)) < 0 ||
+      (r = json_append_cores(&b, info->cores)) < 0 ||
+      (r = lc__buf_printf(&b, ",\"memory_bytes\":%llu,\"gpus\":[",
+                          (unsigned long long)info->memory_bytes)) < 0)
+    goto out;
+  for (size_t i = 0; i < info->gpu_count && info->gpus; i++) {
+    const lc_gpu *g = &info->gpus[i];
+    if ((r = lc__buf_printf(&b, "%s{\"index\":%d,\"uuid\":", i ? "," : "", g->index)) < 0 ||
+        (r = lc__json_append_string(&b, g->uuid)) < 0 ||
+        (r = lc__buf_append(&b, ",\"name\":", 8)) < 0 ||
+        (r = lc__json_append_string(&b, g->name)) < 0 ||
+        (r = lc__buf_printf(&b, ",\"memory_bytes\":%llu}", (unsigned long long)g->memory_bytes)) < 0)
+      goto out;
+  }
+  if ((r = lc__buf_append(&b, "],\"gpu_source\":", 15)) < 0 ||
+      (r = lc__json_append_string(&b, info->gpu_source)) < 0 ||
+      (r = lc__buf_append(&b, ",\"gpu_reason\":", 14)) < 0 ||
+      (r = lc__json_append_string(&b, info->gpu_reason)) < 0 ||
+      (r = lc__buf_append(&b, "}", 1)) < 0)
+    goto out;
+  *out = b.data;
+  b.data = NULL;
+out:
+  if (r < 0)
+    lc__error_set(r, "out of memory rendering host facts as JSON");
+  lc__buf_free(&b);
+  return r;
+}

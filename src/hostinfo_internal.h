@@ -1,0 +1,50 @@
+/*
+ * hostinfo_internal.h - the parsers behind lc_hostinfo_local, shared with the unit tests.
+ *
+ * Every reader takes root, the directory that stands for "/": "/" on a live system, a fixture
+ * tree in the tests. Paths read below it: etc/os-release, usr/lib/os-release, proc/meminfo,
+ * proc/self/cgroup, proc/self/mountinfo and the cgroup file systems that mountinfo names (or
+ * sys/fs/cgroup when mountinfo says nothing).
+ */
+#ifndef LC_HOSTINFO_INTERNAL_H
+#define LC_HOSTINFO_INTERNAL_H
+
+#include "internal.h"
+
+/* v1 memory limits at or above this mean "no limit" (the kernel shows ~2^63 rounded to a page). */
+#define LC__CGROUP_V1_UNLIMITED (UINT64_C(1) << 60)
+
+/*
+ * PRETTY_NAME of root/etc/os-release (else root/usr/lib/os-release), quotes and escapes removed;
+ * NAME when PRETTY_NAME is missing. Returns 0, or -ENOENT when neither file names the system.
+ */
+int lc__hostinfo_os_release(const char *root, char *buf, size_t n);
+
+/* MemTotal of root/proc/meminfo in bytes; 0 when it cannot be read. */
+uint64_t lc__hostinfo_memtotal(const char *root);
+
+/*
+ * The CPU limit of this process's cgroup in CPUs (quota / period): cgroup v2 cpu.max or v1
+ * cpu.cfs_quota_us / cpu.cfs_period_us, the smallest along the path up to the hierarchy's root.
+ * 0 when there is no limit or no cgroup file system.
+ */
+double lc__cgroup_cpu_limit(const char *root);
+
+/* The memory limit of this process's cgroup in bytes (v2 memory.max, v1 memory.limit_in_bytes,
+ * smallest along the path); 0 when there is none. */
+uint64_t lc__cgroup_memory_limit(const char *root);
+
+/* Usable CPUs: online capped by affinity (0: unknown) and by a cgroup limit (0: none). */
+double lc__hostinfo_cores(long online, long affinity, double cgroup_limit);
+
+/* Usable memory: memtotal capped by a cgroup limit (0: none). */
+uint64_t lc__hostinfo_memory(uint64_t memtotal, uint64_t cgroup_limit);
+
+/* The CPUs this process may run on (sched_getaffinity); 0 when unknown. */
+long lc__hostinfo_affinity(void);
+
+/* Appends s as a JSON string literal: quotes, backslashes and control characters escaped,
+ * invalid UTF-8 replaced by U+FFFD. Returns 0 or -ENOMEM. */
+int lc__json_append_string(lc__buf *b, const char *s);
+
+#endif /* LC_HOSTINFO_INTERNAL_H */
