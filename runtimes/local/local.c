@@ -1,0 +1,203 @@
+/*
+ * local.c - the runtime backend for this machine: each process is `/bin/sh -c COMMAND` started
+ * with uv_spawn, its stdin a pipe (the lifeline's control line), stdout and stderr pipes. No sshd
+ * needed. Commands start in $HOME, as they would over SSH.
+ */
+#include "../../src/runtime_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define WRITE_CHUNK (256 * 1024)
+
+typedef struct lproc {
+  lc_process *p; /* NULL once detached */
+  uv_process_t proc;
+  uv_pipe_t in, out, err;
+  uv_write_t wreq;
+  char *wbuf;
+  int writing;
+  int in_open;
+  int open_handles;
+  int eofs;
+  int exited;
+} lproc;
+
+static void handle_closed(uv_handle_t *h) {
+  lproc *lp = h->data;
+  if (--lp->open_handles == 0) {
+    free(lp->wbuf);
+    free(lp);
+  }
+}
+
+static void close_handle(uv_handle_t *h) {
+  if (!uv_is_closing(h))
+    uv_close(h, handle_closed);
+}
+
+/* Ends p when the process exited and both output pipes reached EOF. */
+static void maybe_finish(lproc *lp) {
+  if (lp->p == NULL || !lp->exited || lp->eofs < 2)
+    return;
+  lc_process *p = lp->p;
+  lp->p = NULL;
+  if (lp->in_open) {
+    lp->in_open = 0;
+    close_handle((uv_handle_t *)&lp->in);
+  }
+  lc__proc_closed(p, NULL);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char rbuf[64 * 1024]; /* engine thread only; each read is consumed before the next */
+  (void)h;
+  (void)suggested;
+  buf->base = rbuf;
+  buf->len = sizeof(rbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  lproc *lp = ((uv_handle_t *)s)->data;
+  lc_stream stream = s == (uv_stream_t *)&lp->out ? LC_STDOUT : LC_STDERR;
+  if (n > 0) {
+    if (lp->p != NULL)
+      lc__proc_data(lp->p, stream, buf->base, (size_t)n);
+    return;
+  }
+  if (n == 0)
+    return;
+  uv_read_stop(s);
+  close_handle((uv_handle_t *)s);
+  lp->eofs++;
+  maybe_finish(lp);
+}
+
+static void on_exit_cb(uv_process_t *h, int64_t status, int signal) {
+  lproc *lp = h->data;
+  lp->exited = 1;
+  if (lp->p != NULL)
+    lc__proc_exit(lp->p, (int)status, signal);
+  close_handle((uv_handle_t *)h);
+  maybe_finish(lp);
+}
+
+static void kick(lproc *lp);
+
+static void on_written(uv_write_t *req, int status) {
+  lproc *lp = req->data;
+  lp->writing = 0;
+  if (status < 0 || lp->p == NULL)
+    return;
+  kick(lp);
+}
+
+static void kick(lproc *lp) {
+  lc_process *p = lp->p;
+  const char *data;
+  size_t n;
+  uv_buf_t b;
+
+  if (p == NULL || lp->writing || !lp->in_open)
+    return;
+  if ((n = lc__proc_in_peek(p, &data)) > 0) {
+    if (n > WRITE_CHUNK)
+      n = WRITE_CHUNK;
+    memcpy(lp->wbuf, data, n);
+    lc__proc_in_consume(p, n);
+    b = uv_buf_init(lp->wbuf, (unsigned int)n);
+    lp->wreq.data = lp;
+    if (uv_write(&lp->wreq, (uv_stream_t *)&lp->in, &b, 1, on_written) == 0)
+      lp->writing = 1;
+    return;
+  }
+  if (lc__proc_in_eof_due(p)) {
+    p->in_eof_sent = 1;
+    lp->in_open = 0;
+    close_handle((uv_handle_t *)&lp->in);
+  }
+}
+
+static void local_connect(lc_runtime *rt) { lc__runtime_connected(rt, NULL); }
+
+static void local_proc_start(lc_process *p) {
+  lproc *lp = lc__calloc(1, sizeof(*lp));
+  uv_loop_t *loop = lc__engine_loop(p->engine);
+  uv_process_options_t po;
+  uv_stdio_container_t stdio[3];
+  char *args[] = {"/bin/sh", "-c", p->command, NULL};
+  lc__err err = {0};
+  int r;
+
+  if (lp == NULL || (lp->wbuf = lc__malloc(WRITE_CHUNK)) == NULL) {
+    free(lp);
+    lc__err_set(&err, -ENOMEM, "out of memory");
+    lc__proc_closed(p, &err);
+    return;
+  }
+  lp->p = p;
+  p->backend = lp;
+  uv_pipe_init(loop, &lp->in, 0);
+  uv_pipe_init(loop, &lp->out, 0);
+  uv_pipe_init(loop, &lp->err, 0);
+  lp->in.data = lp->out.data = lp->err.data = lp->proc.data = lp;
+  lp->open_handles = 3;
+  memset(&po, 0, sizeof(po));
+  memset(stdio, 0, sizeof(stdio));
+  stdio[0].flags = UV_CREATE_PIPE | UV_READABLE_PIPE;
+  stdio[0].data.stream = (uv_stream_t *)&lp->in;
+  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[1].data.stream = (uv_stream_t *)&lp->out;
+  stdio[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[2].data.stream = (uv_stream_t *)&lp->err;
+  po.file = "/bin/sh";
+  po.args = args;
+  po.cwd = getenv("HOME");
+  po.stdio = stdio;
+  po.stdio_count = 3;
+  po.exit_cb = on_exit_cb;
+  if ((r = uv_spawn(loop, &lp->proc, &po)) < 0) {
+    lp->p = NULL;
+    close_handle((uv_handle_t *)&lp->in);
+    close_handle((uv_handle_t *)&lp->out);
+    close_handle((uv_handle_t *)&lp->err);
+    lc__err_set(&err, r, "localhost: cannot start /bin/sh: %s", uv_strerror(r));
+    lc__proc_closed(p, &err);
+    return;
+  }
+  lp->open_handles++;
+  lp->in_open = 1;
+  uv_read_start((uv_stream_t *)&lp->out, on_alloc, on_read);
+  uv_read_start((uv_stream_t *)&lp->err, on_alloc, on_read);
+  kick(lp);
+}
+
+static void local_proc_kick(lc_process *p) {
+  if (p->backend != NULL)
+    kick(p->backend);
+}
+
+static void local_proc_abort(lc_process *p) {
+  lproc *lp = p->backend;
+  if (lp == NULL)
+    return;
+  lp->p = NULL;
+  if (lp->in_open) {
+    lp->in_open = 0;
+    close_handle((uv_handle_t *)&lp->in);
+  }
+  /* The pipes stay open until the process group ends, so the child never gets SIGPIPE. */
+  lc__proc_closed(p, NULL);
+}
+
+static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
+
+const lc__backend_ops lc__local_ops = {
+    .name = "local",
+    .connect = local_connect,
+    .proc_start = local_proc_start,
+    .proc_kick = local_proc_kick,
+    .proc_abort = local_proc_abort,
+    .close = local_close,
+};

@@ -1,0 +1,1126 @@
+/*
+ * ssh.c - the runtime backend for SSH hosts: one non-blocking libssh session per host, driven by
+ * uv_poll on the engine's loop, with every exec a channel of that session.
+ *
+ * Rules from shared/notes/libssh-0.10-on-libuv.md that shape this file:
+ *  - we make the TCP connection ourselves (so getaddrinfo never blocks the loop, and ProxyJump is a
+ *    channel of the jump host's session relayed through a socketpair) and hand libssh the fd;
+ *  - libssh's socket stays in blocking mode; libssh reads only from inside ssh_event_dopoll;
+ *  - after every wake-up every channel is drained, since libssh buffers decrypted data;
+ *  - channel writes only while SSH_WRITE_PENDING is clear (the write gate), never past the window;
+ *  - the poll watches a dup() of the fd, stopped before libssh frees the session;
+ *  - keepalive is ssh_send_ignore plus TCP_USER_TIMEOUT; sshd allows 10 session channels per
+ *    connection (MaxSessions), so more processes wait in a queue for a free channel.
+ */
+#include "../../src/runtime_internal.h"
+#include "../../src/sshconfig.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+
+#define DOPOLL_ROUNDS 64
+#define READ_CHUNK (256 * 1024)
+#define WRITE_CHUNK (64 * 1024)
+#define MAX_SESSIONS 10
+#define RELAY_BUF_MAX (1024 * 1024)
+
+typedef struct sconn sconn;
+typedef struct schan schan;
+
+enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, C_READY, C_DEAD };
+enum chan_state { CH_QUEUED, CH_OPENING, CH_EXEC, CH_RUNNING };
+enum chan_kind { K_EXEC, K_RELAY };
+
+struct schan {
+  sconn *c;
+  schan *next, *prev;
+  enum chan_kind kind;
+  enum chan_state state;
+  ssh_channel ch;
+  struct ssh_channel_callbacks_struct cb;
+  lc_process *p; /* K_EXEC: NULL once detached */
+
+  /* K_RELAY: a direct-tcpip channel relayed to a local stream (a ProxyJump hop) */
+  sconn *owner;      /* the connection that rides on this relay */
+  char *target_host;
+  int target_port;
+  uv_pipe_t pipe;
+  int pipe_open;
+  lc__buf to_chan;   /* read from the pipe, not yet written into the channel */
+  int pipe_eof;
+  int chan_eof_sent;
+  uv_write_t wreq;
+  char *wbuf;        /* in flight to the pipe */
+  int writing;
+};
+
+struct sconn {
+  lc_runtime *rt;
+  lc__ssh_host host;
+  enum conn_state state;
+  ssh_session s;
+  ssh_event ev;
+  struct ssh_callbacks_struct scb;
+  uv_poll_t poll;     /* the SSH session's socket */
+  uv_poll_t tcp_poll; /* the TCP connect of one address */
+  int tcp_poll_fd;
+  int poll_fd;
+  int poll_mask;
+  int poll_inited;
+  uv_timer_t timer; /* connect timeout, then keepalive */
+  int timer_inited;
+  uv_getaddrinfo_t gai;
+  struct addrinfo *ai_list, *ai_next;
+  int sock;
+  int last_errno;
+  schan *chans;
+  int sessions; /* open session channels */
+  int open_handles;
+  void (*close_done)(lc_runtime *rt);
+  schan *relay; /* in the jump host's connection, when this one rides a ProxyJump */
+  int pair_fd;
+  char *locked_keys;
+  char where[300]; /* "lab3 (198.18.0.13:22)" */
+  const char *phase;
+  lc__err err;
+};
+
+static void conn_fail(sconn *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_drive(sconn *c);
+static void conn_update_poll(sconn *c);
+static void chans_pump(sconn *c);
+
+/* ---- helpers -------------------------------------------------------------------------------- */
+
+static const char *ssh_err(sconn *c) {
+  const char *e = c->s ? ssh_get_error(c->s) : NULL;
+  return e && *e ? e : "unknown libssh error";
+}
+
+static void timer_stop(sconn *c) {
+  if (c->timer_inited)
+    uv_timer_stop(&c->timer);
+}
+
+static void handle_closed(uv_handle_t *h) {
+  sconn *c = h->data;
+  if (--c->open_handles == 0 && c->close_done != NULL) {
+    lc_runtime *rt = c->rt;
+    void (*done)(lc_runtime *) = c->close_done;
+    lc__ssh_host_clear(&c->host);
+    free(c->locked_keys);
+    free(c);
+    rt->backend = NULL;
+    done(rt);
+  }
+}
+
+/* ---- channels ------------------------------------------------------------------------------- */
+
+static void chan_unlink(schan *k) {
+  sconn *c = k->c;
+  if (k->prev)
+    k->prev->next = k->next;
+  else
+    c->chans = k->next;
+  if (k->next)
+    k->next->prev = k->prev;
+  k->next = k->prev = NULL;
+}
+
+static void chan_free_ssh(schan *k) {
+  if (k->ch != NULL) {
+    if (k->kind == K_EXEC && k->state != CH_QUEUED)
+      k->c->sessions--;
+    if (k->c->s != NULL && ssh_channel_is_open(k->ch))
+      ssh_channel_close(k->ch);
+    ssh_channel_free(k->ch);
+    k->ch = NULL;
+  }
+}
+
+static void relay_pipe_closed(uv_handle_t *h) {
+  schan *k = h->data;
+  lc__buf_free(&k->to_chan);
+  free(k->wbuf);
+  free(k->target_host);
+  free(k);
+}
+
+/* Ends an exec channel: reports p (with err, or NULL when it ran) and frees the channel. */
+static void exec_end(schan *k, const lc__err *err) {
+  lc_process *p = k->p;
+  chan_unlink(k);
+  chan_free_ssh(k);
+  k->p = NULL;
+  if (p != NULL) {
+    p->backend = NULL;
+    lc__proc_closed(p, err);
+  }
+  free(k);
+}
+
+static void relay_end(schan *k);
+
+static void chan_end(schan *k, const lc__err *err) {
+  if (k->kind == K_EXEC)
+    exec_end(k, err);
+  else
+    relay_end(k);
+}
+
+static void on_exit_status(ssh_session s, ssh_channel ch, int status, void *userdata) {
+  schan *k = userdata;
+  (void)s;
+  (void)ch;
+  if (k->p != NULL)
+    lc__proc_exit(k->p, status, 0);
+}
+
+static void on_exit_signal(ssh_session s, ssh_channel ch, const char *signal, int core,
+                           const char *errmsg, const char *lang, void *userdata) {
+  schan *k = userdata;
+  int sig = lc__signal_from_name(signal);
+  (void)s;
+  (void)ch;
+  (void)core;
+  (void)errmsg;
+  (void)lang;
+  if (k->p != NULL)
+    lc__proc_exit(k->p, -1, sig ? sig : 255);
+}
+
+/* Writes what p has for stdin while the window and the write gate allow. */
+static int exec_write(schan *k) {
+  lc_process *p = k->p;
+  const char *data;
+  size_t n;
+  while (!(ssh_get_poll_flags(k->c->s) & SSH_WRITE_PENDING) && (n = lc__proc_in_peek(p, &data))) {
+    uint32_t win = ssh_channel_window_size(k->ch);
+    int w;
+    if (win == 0)
+      return 0;
+    if (n > win)
+      n = win;
+    if (n > WRITE_CHUNK)
+      n = WRITE_CHUNK;
+    if ((w = ssh_channel_write(k->ch, data, (uint32_t)n)) < 0)
+      return -1;
+    lc__proc_in_consume(p, (size_t)w);
+    if ((size_t)w < n)
+      return 0;
+  }
+  if (lc__proc_in_eof_due(p) && !(ssh_get_poll_flags(k->c->s) & SSH_WRITE_PENDING)) {
+    p->in_eof_sent = 1;
+    if (ssh_channel_send_eof(k->ch) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+/* Drains both streams into p. Returns -1 on a channel error. */
+static int exec_read(schan *k) {
+  static char buf[READ_CHUNK]; /* engine thread only */
+  for (int is_err = 0; is_err < 2; is_err++) {
+    for (;;) {
+      int n = ssh_channel_read_nonblocking(k->ch, buf, sizeof(buf), is_err);
+      if (n > 0) {
+        if (k->p != NULL)
+          lc__proc_data(k->p, is_err ? LC_STDERR : LC_STDOUT, buf, (size_t)n);
+        continue;
+      }
+      if (n == 0 || n == SSH_AGAIN || n == SSH_EOF)
+        break;
+      if (ssh_channel_is_eof(k->ch) || ssh_channel_is_closed(k->ch))
+        break;
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Moves an exec channel along: open, exec, then write, read and notice its end. */
+static void exec_pump(schan *k) {
+  sconn *c = k->c;
+  lc__err err = {0};
+  int r;
+
+  switch (k->state) {
+  case CH_QUEUED:
+    if (c->sessions >= MAX_SESSIONS)
+      return;
+    if ((k->ch = ssh_channel_new(c->s)) == NULL) {
+      lc__err_set(&err, LC_ESSH, "%s: cannot create a channel: %s", c->rt->name, ssh_err(c));
+      exec_end(k, &err);
+      return;
+    }
+    c->sessions++;
+    k->state = CH_OPENING;
+    /* fall through */
+  case CH_OPENING:
+    if ((r = ssh_channel_open_session(k->ch)) == SSH_AGAIN)
+      return;
+    if (r != SSH_OK) {
+      lc__err_set(&err, LC_ESSH, "%s: the host refused a session channel: %s", c->rt->name,
+                  ssh_err(c));
+      exec_end(k, &err);
+      return;
+    }
+    ssh_callbacks_init(&k->cb);
+    k->cb.userdata = k;
+    k->cb.channel_exit_status_function = on_exit_status;
+    k->cb.channel_exit_signal_function = on_exit_signal;
+    ssh_set_channel_callbacks(k->ch, &k->cb);
+    k->state = CH_EXEC;
+    /* fall through */
+  case CH_EXEC:
+    if ((r = ssh_channel_request_exec(k->ch, k->p->command)) == SSH_AGAIN)
+      return;
+    if (r != SSH_OK) {
+      lc__err_set(&err, LC_ESSH, "%s: the host refused to run the command: %s", c->rt->name,
+                  ssh_err(c));
+      exec_end(k, &err);
+      return;
+    }
+    k->state = CH_RUNNING;
+    /* fall through */
+  case CH_RUNNING:
+    if (exec_read(k) < 0 || (k->p != NULL && exec_write(k) < 0)) {
+      lc__err_set(&err, LC_ESSH, "%s: channel failed: %s", c->rt->name, ssh_err(c));
+      exec_end(k, &err);
+      return;
+    }
+    if (ssh_channel_is_closed(k->ch) ||
+        (ssh_channel_is_eof(k->ch) && k->p != NULL && k->p->exited))
+      exec_end(k, NULL);
+    return;
+  }
+}
+
+/* ---- ProxyJump relay: a direct-tcpip channel <-> one end of a socketpair ---------------------- */
+
+static void relay_pump(schan *k);
+
+static void relay_end(schan *k) {
+  sconn *owner = k->owner;
+  chan_unlink(k);
+  chan_free_ssh(k);
+  if (owner != NULL && owner->relay == k) {
+    owner->relay = NULL;
+    if (owner->state == C_WAIT_JUMP)
+      conn_fail(owner, LC_ECLOSED, "%s: the jump host %s closed the tunnel", owner->where,
+                k->c->rt->name);
+  }
+  k->owner = NULL;
+  if (k->pipe_open) {
+    k->pipe_open = 0;
+    uv_close((uv_handle_t *)&k->pipe, relay_pipe_closed);
+  } else {
+    relay_pipe_closed((uv_handle_t *)&k->pipe);
+  }
+}
+
+static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char rbuf[64 * 1024];
+  (void)h;
+  (void)suggested;
+  buf->base = rbuf;
+  buf->len = sizeof(rbuf);
+}
+
+static void relay_on_pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  schan *k = st->data;
+  if (n > 0) {
+    lc__buf_append(&k->to_chan, buf->base, (size_t)n);
+    if (k->to_chan.len >= RELAY_BUF_MAX)
+      uv_read_stop(st);
+  } else if (n < 0) {
+    uv_read_stop(st);
+    k->pipe_eof = 1;
+  }
+  relay_pump(k);
+  conn_update_poll(k->c);
+}
+
+static void relay_on_written(uv_write_t *req, int status) {
+  schan *k = req->data;
+  k->writing = 0;
+  if (status < 0) {
+    relay_end(k);
+    return;
+  }
+  relay_pump(k);
+  conn_update_poll(k->c);
+}
+
+static void relay_pump(schan *k) {
+  static char buf[READ_CHUNK];
+  sconn *c = k->c;
+  int n;
+
+  /* channel -> pipe, one write in flight at most: back-pressure on the channel's window */
+  while (k->pipe_open && !k->writing) {
+    n = ssh_channel_read_nonblocking(k->ch, buf, sizeof(buf), 0);
+    if (n <= 0)
+      break;
+    uv_buf_t b = uv_buf_init(buf, (unsigned int)n);
+    int w = uv_try_write((uv_stream_t *)&k->pipe, &b, 1);
+    if (w == n)
+      continue;
+    if (w < 0 && w != UV_EAGAIN) {
+      relay_end(k);
+      return;
+    }
+    if (w < 0)
+      w = 0;
+    if ((k->wbuf = lc__realloc(k->wbuf, (size_t)(n - w))) == NULL) {
+      relay_end(k);
+      return;
+    }
+    memcpy(k->wbuf, buf + w, (size_t)(n - w));
+    b = uv_buf_init(k->wbuf, (unsigned int)(n - w));
+    k->wreq.data = k;
+    if (uv_write(&k->wreq, (uv_stream_t *)&k->pipe, &b, 1, relay_on_written) < 0) {
+      relay_end(k);
+      return;
+    }
+    k->writing = 1;
+  }
+  /* pipe -> channel, within the window and the write gate */
+  while (k->to_chan.len > 0 && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
+    uint32_t win = ssh_channel_window_size(k->ch);
+    size_t len = k->to_chan.len < WRITE_CHUNK ? k->to_chan.len : WRITE_CHUNK;
+    if (win == 0)
+      break;
+    if (len > win)
+      len = win;
+    if ((n = ssh_channel_write(k->ch, k->to_chan.data, (uint32_t)len)) < 0) {
+      relay_end(k);
+      return;
+    }
+    lc__buf_consume(&k->to_chan, (size_t)n);
+    if (k->pipe_open && !k->pipe_eof && k->to_chan.len < RELAY_BUF_MAX / 2)
+      uv_read_start((uv_stream_t *)&k->pipe, relay_alloc, relay_on_pipe_read);
+  }
+  if (k->pipe_eof && k->to_chan.len == 0 && !k->chan_eof_sent) {
+    k->chan_eof_sent = 1;
+    ssh_channel_send_eof(k->ch);
+  }
+  if (ssh_channel_is_closed(k->ch) || (ssh_channel_is_eof(k->ch) && !k->writing &&
+                                       ssh_channel_poll(k->ch, 0) <= 0))
+    relay_end(k);
+}
+
+static void conn_start_ssh(sconn *c, int fd);
+
+/* The jump host's channel is open: make a socketpair, relay one end, run SSH over the other. */
+static void relay_opened(schan *k) {
+  sconn *owner = k->owner;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    conn_fail(owner, -errno, "%s: socketpair: %s", owner->where, strerror(errno));
+    return;
+  }
+  uv_pipe_init(lc__engine_loop(k->c->rt->engine), &k->pipe, 0);
+  k->pipe.data = k;
+  if (uv_pipe_open(&k->pipe, sv[1]) < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    conn_fail(owner, LC_EINTERNAL, "%s: cannot relay the jump channel", owner->where);
+    return;
+  }
+  k->pipe_open = 1;
+  uv_read_start((uv_stream_t *)&k->pipe, relay_alloc, relay_on_pipe_read);
+  conn_start_ssh(owner, sv[0]);
+}
+
+static void relay_drive(schan *k) {
+  int r;
+  if (k->state == CH_OPENING) {
+    r = ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1", 22);
+    if (r == SSH_AGAIN)
+      return;
+    if (r != SSH_OK) {
+      sconn *owner = k->owner;
+      k->owner = NULL;
+      if (owner != NULL) {
+        owner->relay = NULL;
+        conn_fail(owner, -ECONNREFUSED, "%s: the jump host %s cannot reach %s:%d: %s",
+                  owner->where, k->c->rt->name, k->target_host, k->target_port, ssh_err(k->c));
+      }
+      relay_end(k);
+      return;
+    }
+    k->state = CH_RUNNING;
+    relay_opened(k);
+    return;
+  }
+  relay_pump(k);
+}
+
+static void chans_pump(sconn *c) {
+  schan *k = c->chans, *next;
+  for (; k != NULL; k = next) {
+    next = k->next;
+    if (k->kind == K_EXEC)
+      exec_pump(k);
+    else
+      relay_drive(k);
+  }
+}
+
+/* ---- the connection ------------------------------------------------------------------------- */
+
+static void poll_stop(sconn *c) {
+  if (c->poll_inited) {
+    c->poll_inited = 0;
+    uv_poll_stop(&c->poll);
+    uv_close((uv_handle_t *)&c->poll, handle_closed);
+    close(c->poll_fd);
+    c->poll_fd = -1;
+  }
+}
+
+static void session_free(sconn *c) {
+  poll_stop(c);
+  if (c->ev != NULL) {
+    if (c->s != NULL)
+      ssh_event_remove_session(c->ev, c->s);
+    ssh_event_free(c->ev);
+    c->ev = NULL;
+  }
+  if (c->s != NULL) {
+    ssh_free(c->s);
+    c->s = NULL;
+    c->sock = -1; /* libssh closed it */
+  }
+  if (c->sock >= 0) {
+    close(c->sock);
+    c->sock = -1;
+  }
+}
+
+/* Every channel ends with err; the runtime hears it is down. */
+static void conn_lost(sconn *c, const lc__err *err) {
+  c->state = C_DEAD;
+  timer_stop(c);
+  while (c->chans != NULL)
+    chan_end(c->chans, err);
+  if (c->relay != NULL) {
+    schan *k = c->relay;
+    c->relay = NULL;
+    k->owner = NULL;
+    relay_end(k);
+  }
+  session_free(c);
+  lc__runtime_lost(c->rt, err);
+}
+
+static void conn_fail(sconn *c, int code, const char *fmt, ...) {
+  va_list ap;
+  lc__err err = {.code = code};
+  int was_connecting = c->state != C_READY && c->state != C_DEAD;
+  if (c->state == C_DEAD)
+    return;
+  va_start(ap, fmt);
+  vsnprintf(err.msg, sizeof(err.msg), fmt, ap);
+  va_end(ap);
+  if (c->ai_list != NULL) {
+    uv_freeaddrinfo(c->ai_list);
+    c->ai_list = c->ai_next = NULL;
+  }
+  conn_lost(c, &err);
+  if (was_connecting)
+    lc__runtime_connected(c->rt, &err);
+}
+
+static void on_keepalive(uv_timer_t *t) {
+  sconn *c = t->data;
+  if (c->state == C_READY && c->s != NULL) {
+    ssh_send_ignore(c->s, "");
+    conn_update_poll(c);
+  }
+}
+
+static void on_connect_timeout(uv_timer_t *t) {
+  sconn *c = t->data;
+  conn_fail(c, -ETIMEDOUT, "%s: %s timed out after %.1f s", c->where, c->phase,
+            c->rt->opts.connect_timeout_ms / 1000.0);
+}
+
+static void conn_update_poll(sconn *c) {
+  int mask;
+  if (!c->poll_inited || c->s == NULL)
+    return;
+  mask = UV_READABLE;
+  if (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)
+    mask |= UV_WRITABLE;
+  if (mask != c->poll_mask) {
+    c->poll_mask = mask;
+    uv_poll_start(&c->poll, mask, NULL);
+  }
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  sconn *c = h->data;
+  (void)events;
+  if (status < 0 && c->state != C_READY) {
+    conn_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
+    return;
+  }
+  conn_drive(c);
+}
+
+static int refuse_passphrase(const char *prompt, char *buf, size_t len, int echo, int verify,
+                             void *userdata) {
+  (void)prompt;
+  (void)buf;
+  (void)len;
+  (void)echo;
+  (void)verify;
+  if (userdata != NULL)
+    *(int *)userdata = 1;
+  return -1;
+}
+
+/* Notes identity files that are encrypted, so a failed login can say why. */
+static void find_locked_keys(sconn *c) {
+  const char *home = getenv("HOME");
+  char defaults[3][4096];
+  const char *files[64];
+  size_t n = 0;
+  lc__buf out = {0};
+
+  for (size_t i = 0; i < c->host.identity_count && n < LC_ARRAY_SIZE(files); i++)
+    files[n++] = c->host.identity_files[i];
+  if (home != NULL && !c->host.identities_only) {
+    snprintf(defaults[0], sizeof(defaults[0]), "%s/.ssh/id_ed25519", home);
+    snprintf(defaults[1], sizeof(defaults[1]), "%s/.ssh/id_ecdsa", home);
+    snprintf(defaults[2], sizeof(defaults[2]), "%s/.ssh/id_rsa", home);
+    for (int i = 0; i < 3 && n < LC_ARRAY_SIZE(files); i++)
+      files[n++] = defaults[i];
+  }
+  for (size_t i = 0; i < n; i++) {
+    ssh_key key = NULL;
+    int asked = 0;
+    if (access(files[i], R_OK) != 0)
+      continue;
+    if (ssh_pki_import_privkey_file(files[i], NULL, refuse_passphrase, &asked, &key) == SSH_OK)
+      ssh_key_free(key);
+    else if (asked)
+      lc__buf_printf(&out, "%s%s", out.len ? ", " : "", files[i]);
+  }
+  free(c->locked_keys);
+  c->locked_keys = out.data;
+}
+
+static int check_host_key(sconn *c) {
+  ssh_key key = NULL;
+  unsigned char *hash = NULL;
+  size_t hlen = 0;
+  char *fp = NULL;
+  char kh_default[4096];
+  const char *kh = c->host.known_hosts;
+  const char *type = "key";
+  lc_hostkey_policy pol = c->rt->opts.hostkey_policy;
+  int accept_new, r = 0;
+  enum ssh_known_hosts_e state;
+
+  if (kh == NULL) {
+    snprintf(kh_default, sizeof(kh_default), "%s/.ssh/known_hosts", getenv("HOME") ? getenv("HOME") : "~");
+    kh = kh_default;
+  }
+  if (pol == LC_HOSTKEY_DEFAULT)
+    accept_new = c->host.strict == LC__STRICT_ACCEPT_NEW || c->host.strict == LC__STRICT_NO;
+  else
+    accept_new = pol == LC_HOSTKEY_ACCEPT_NEW;
+  if (ssh_get_server_publickey(c->s, &key) == SSH_OK) {
+    type = ssh_key_type_to_char(ssh_key_type(key));
+    if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) == SSH_OK)
+      fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen);
+  }
+  state = ssh_session_is_known_server(c->s);
+  switch (state) {
+  case SSH_KNOWN_HOSTS_OK:
+    break;
+  case SSH_KNOWN_HOSTS_CHANGED:
+  case SSH_KNOWN_HOSTS_OTHER:
+    conn_fail(c, LC_EHOSTKEYCHANGED,
+              "%s: the host key has CHANGED (it is now %s %s, %s has another); refusing to "
+              "connect. If the change is expected, remove the old key with: ssh-keygen -R %s%s%s "
+              "-f %s",
+              c->where, type, fp ? fp : "?", kh, c->host.port != 22 ? "[" : "", c->host.hostname,
+              c->host.port != 22 ? "]:PORT" : "", kh);
+    r = -1;
+    break;
+  case SSH_KNOWN_HOSTS_NOT_FOUND:
+  case SSH_KNOWN_HOSTS_UNKNOWN:
+    if (accept_new) {
+      if (ssh_session_update_known_hosts(c->s) != SSH_OK && c->host.strict != LC__STRICT_NO) {
+        conn_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot add the host key to %s: %s", c->where, kh,
+                  ssh_err(c));
+        r = -1;
+      }
+      break;
+    }
+    conn_fail(c, LC_EHOSTKEYUNKNOWN,
+              "%s: the host key is not known (%s %s) and is not in %s. Check the fingerprint, "
+              "then accept it: ssh-keyscan -p %d %s >> %s, or set 'StrictHostKeyChecking "
+              "accept-new' for this host in the ssh config, or pass --accept-new-host-keys",
+              c->where, type, fp ? fp : "?", kh, c->host.port, c->host.hostname, kh);
+    r = -1;
+    break;
+  case SSH_KNOWN_HOSTS_ERROR:
+  default:
+    conn_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot check the host key against %s: %s", c->where,
+              kh, ssh_err(c));
+    r = -1;
+    break;
+  }
+  ssh_string_free_char(fp);
+  ssh_clean_pubkey_hash(&hash);
+  ssh_key_free(key);
+  return r;
+}
+
+static void conn_ready(sconn *c) {
+  uint64_t every = (uint64_t)c->rt->opts.keepalive_timeout_ms / 3;
+  c->state = C_READY;
+  c->phase = "connection";
+  timer_stop(c);
+  if ((c->ev = ssh_event_new()) == NULL || ssh_event_add_session(c->ev, c->s) != SSH_OK) {
+    conn_fail(c, -ENOMEM, "%s: cannot watch the session", c->where);
+    return;
+  }
+  uv_timer_start(&c->timer, on_keepalive, every, every ? every : 1000);
+  lc__runtime_connected(c->rt, NULL);
+}
+
+static void conn_drive(sconn *c) {
+  int r;
+  switch (c->state) {
+  case C_HANDSHAKE:
+    if ((r = ssh_connect(c->s)) == SSH_AGAIN)
+      break;
+    if (r != SSH_OK) {
+      conn_fail(c, LC_ESSH, "%s: SSH handshake failed: %s", c->where, ssh_err(c));
+      return;
+    }
+    if (check_host_key(c) < 0)
+      return;
+    find_locked_keys(c);
+    c->state = C_AUTH;
+    c->phase = "authentication";
+    /* fall through */
+  case C_AUTH:
+    r = ssh_userauth_publickey_auto(c->s, NULL, NULL);
+    if (r == SSH_AUTH_AGAIN)
+      break;
+    if (r == SSH_AUTH_SUCCESS) {
+      conn_ready(c);
+      break;
+    }
+    if (r == SSH_AUTH_ERROR) {
+      conn_fail(c, LC_EAUTH, "%s: authentication failed: %s", c->where, ssh_err(c));
+      return;
+    }
+    if (c->locked_keys != NULL) {
+      conn_fail(c, LC_EKEYLOCKED,
+                "%s: authentication as %s failed: the private key %s is encrypted and no "
+                "ssh-agent offered it; load it with ssh-add",
+                c->where, c->host.user ? c->host.user : "the local user", c->locked_keys);
+      return;
+    }
+    conn_fail(c, LC_EAUTH,
+              "%s: authentication as %s failed: the host accepted none of the keys offered "
+              "(%s%s%s)",
+              c->where, c->host.user ? c->host.user : "the local user",
+              c->host.identity_count ? c->host.identity_files[0] : "default identity files",
+              c->host.identity_count > 1 ? " and others" : "",
+              getenv("SSH_AUTH_SOCK") ? ", ssh-agent" : "");
+    return;
+  case C_READY:
+    for (int i = 0; i < DOPOLL_ROUNDS; i++) {
+      r = ssh_event_dopoll(c->ev, 0);
+      if (r == SSH_ERROR) {
+        conn_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, ssh_err(c));
+        return;
+      }
+      if (r == SSH_AGAIN)
+        break;
+    }
+    chans_pump(c);
+    if (c->state == C_READY && ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) {
+      conn_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, ssh_err(c));
+      return;
+    }
+    break;
+  default:
+    return;
+  }
+  conn_update_poll(c);
+}
+
+/* Runs SSH over fd, a connected socket (or one end of a jump host's relay). */
+static void conn_start_ssh(sconn *c, int fd) {
+  lc__ssh_host *h = &c->host;
+  socket_t sfd = fd;
+  int zero = 0, one = 1;
+  long timeout_s = (c->rt->opts.connect_timeout_ms + 999) / 1000;
+
+  c->state = C_HANDSHAKE;
+  c->phase = "the SSH handshake";
+  c->sock = fd;
+  if ((c->s = ssh_new()) == NULL) {
+    conn_fail(c, -ENOMEM, "%s: out of memory", c->where);
+    return;
+  }
+  c->sock = -1; /* from here libssh owns fd */
+  ssh_options_set(c->s, SSH_OPTIONS_PROCESS_CONFIG, &zero);
+  ssh_options_set(c->s, SSH_OPTIONS_FD, &sfd);
+  ssh_options_set(c->s, SSH_OPTIONS_HOST, h->hostname);
+  ssh_options_set(c->s, SSH_OPTIONS_PORT, &h->port);
+  ssh_options_set(c->s, SSH_OPTIONS_TIMEOUT, &timeout_s);
+  if (h->user != NULL)
+    ssh_options_set(c->s, SSH_OPTIONS_USER, h->user);
+  if (h->known_hosts != NULL)
+    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, h->known_hosts);
+  for (size_t i = 0; i < h->identity_count; i++)
+    ssh_options_set(c->s, SSH_OPTIONS_ADD_IDENTITY, h->identity_files[i]);
+  ssh_options_set(c->s, SSH_OPTIONS_NODELAY, &one);
+  ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_C_S,
+                  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,"
+                  "aes128-ctr,aes256-ctr");
+  ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_S_C,
+                  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,"
+                  "aes128-ctr,aes256-ctr");
+  ssh_callbacks_init(&c->scb);
+  c->scb.auth_function = refuse_passphrase;
+  c->scb.userdata = NULL;
+  ssh_set_callbacks(c->s, &c->scb);
+  ssh_set_blocking(c->s, 0);
+
+  if ((c->poll_fd = dup(fd)) < 0 ||
+      uv_poll_init(lc__engine_loop(c->rt->engine), &c->poll, c->poll_fd) < 0) {
+    conn_fail(c, -errno, "%s: cannot watch the socket", c->where);
+    return;
+  }
+  c->poll.data = c;
+  c->poll_inited = 1;
+  c->open_handles++;
+  c->poll_mask = UV_READABLE | UV_WRITABLE;
+  uv_poll_start(&c->poll, c->poll_mask, on_poll);
+  conn_drive(c);
+}
+
+static void tcp_try_next(sconn *c);
+
+static void on_tcp_writable(uv_poll_t *h, int status, int events) {
+  sconn *c = h->data;
+  int err = 0;
+  socklen_t len = sizeof(err);
+  (void)events;
+  uv_poll_stop(h);
+  if (status < 0)
+    err = -status;
+  else if (getsockopt(c->sock, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+    err = errno;
+  uv_close((uv_handle_t *)h, handle_closed);
+  close(c->tcp_poll_fd);
+  c->tcp_poll_fd = -1;
+  if (c->state != C_TCP)
+    return;
+  if (err != 0) {
+    c->last_errno = err;
+    close(c->sock);
+    c->sock = -1;
+    tcp_try_next(c);
+    return;
+  }
+  {
+    int fd = c->sock, flags = fcntl(fd, F_GETFL), one = 1;
+    unsigned int user_timeout = (unsigned int)c->rt->opts.keepalive_timeout_ms;
+    int idle = c->rt->opts.keepalive_timeout_ms / 3000 > 0 ? c->rt->opts.keepalive_timeout_ms / 3000 : 1;
+    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK); /* libssh expects a blocking socket */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &idle, sizeof(idle));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
+    uv_freeaddrinfo(c->ai_list);
+    c->ai_list = c->ai_next = NULL;
+    conn_start_ssh(c, fd);
+  }
+}
+
+static void tcp_try_next(sconn *c) {
+  struct addrinfo *ai = c->ai_next;
+  int fd;
+  if (ai == NULL) {
+    int e = c->last_errno ? c->last_errno : EHOSTUNREACH;
+    conn_fail(c, -e, "%s: cannot connect: %s", c->where, strerror(e));
+    return;
+  }
+  c->ai_next = ai->ai_next;
+  if ((fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+    c->last_errno = errno;
+    tcp_try_next(c);
+    return;
+  }
+  if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
+    c->last_errno = errno;
+    close(fd);
+    tcp_try_next(c);
+    return;
+  }
+  c->sock = fd;
+  if ((c->tcp_poll_fd = dup(fd)) < 0 ||
+      uv_poll_init(lc__engine_loop(c->rt->engine), &c->tcp_poll, c->tcp_poll_fd) < 0) {
+    conn_fail(c, -errno, "%s: cannot watch the socket", c->where);
+    return;
+  }
+  c->tcp_poll.data = c;
+  c->open_handles++;
+  uv_poll_start(&c->tcp_poll, UV_WRITABLE, on_tcp_writable);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  sconn *c = req->data;
+  c->open_handles--; /* the request is over */
+  if (c->close_done != NULL || c->state != C_RESOLVING) {
+    if (res)
+      uv_freeaddrinfo(res);
+    if (c->open_handles == 0 && c->close_done != NULL) {
+      uv_handle_t fake = {.data = c};
+      c->open_handles = 1;
+      handle_closed(&fake);
+    }
+    return;
+  }
+  if (status < 0) {
+    conn_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s: %s", c->where, c->host.hostname,
+              uv_strerror(status));
+    return;
+  }
+  c->ai_list = c->ai_next = res;
+  c->state = C_TCP;
+  c->phase = "the TCP connection";
+  tcp_try_next(c);
+}
+
+static void ssh_connect_start(lc_runtime *rt) {
+  sconn *c = rt->backend;
+  uv_loop_t *loop = lc__engine_loop(rt->engine);
+  char port[16];
+  struct addrinfo hints;
+
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
+  c->timer_inited = 1;
+  c->open_handles++;
+  uv_timer_start(&c->timer, on_connect_timeout, (uint64_t)rt->opts.connect_timeout_ms, 0);
+
+  if (rt->jump != NULL) {
+    sconn *j = rt->jump->backend;
+    schan *k;
+    if (j == NULL || j->state != C_READY) {
+      conn_fail(c, LC_ECLOSED, "%s: the jump host %s is not connected", c->where, rt->jump->name);
+      return;
+    }
+    if ((k = lc__calloc(1, sizeof(*k))) == NULL || (k->ch = ssh_channel_new(j->s)) == NULL ||
+        (k->target_host = lc__strdup(c->host.hostname)) == NULL) {
+      if (k)
+        ssh_channel_free(k->ch);
+      free(k);
+      conn_fail(c, -ENOMEM, "%s: cannot open a channel on the jump host", c->where);
+      return;
+    }
+    k->c = j;
+    k->kind = K_RELAY;
+    k->state = CH_OPENING;
+    k->owner = c;
+    k->target_port = c->host.port;
+    k->next = j->chans;
+    if (j->chans)
+      j->chans->prev = k;
+    j->chans = k;
+    c->relay = k;
+    c->state = C_WAIT_JUMP;
+    c->phase = "the tunnel through the jump host";
+    relay_drive(k);
+    conn_update_poll(j);
+    return;
+  }
+
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  snprintf(port, sizeof(port), "%d", c->host.port);
+  c->state = C_RESOLVING;
+  c->phase = "name resolution";
+  c->gai.data = c;
+  if (uv_getaddrinfo(loop, &c->gai, on_resolved, c->host.hostname, port, &hints) < 0) {
+    conn_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s", c->where, c->host.hostname);
+    return;
+  }
+  c->open_handles++;
+}
+
+static void ssh_proc_start(lc_process *p) {
+  sconn *c = p->rt->backend;
+  schan *k = lc__calloc(1, sizeof(*k));
+  lc__err err = {0};
+  if (k == NULL) {
+    lc__err_set(&err, -ENOMEM, "out of memory");
+    lc__proc_closed(p, &err);
+    return;
+  }
+  if (c->state != C_READY) {
+    free(k);
+    lc__err_set(&err, LC_ECLOSED, "%s: not connected", p->rt->name);
+    lc__proc_closed(p, &err);
+    return;
+  }
+  k->c = c;
+  k->kind = K_EXEC;
+  k->state = CH_QUEUED;
+  k->p = p;
+  p->backend = k;
+  /* append: processes start in the order they were asked for */
+  if (c->chans == NULL) {
+    c->chans = k;
+  } else {
+    schan *t = c->chans;
+    while (t->next)
+      t = t->next;
+    t->next = k;
+    k->prev = t;
+  }
+  exec_pump(k);
+  conn_update_poll(c);
+}
+
+static void ssh_proc_kick(lc_process *p) {
+  schan *k = p->backend;
+  if (k == NULL)
+    return;
+  sconn *c = k->c;
+  exec_pump(k);
+  conn_update_poll(c);
+}
+
+static void ssh_proc_abort(lc_process *p) {
+  schan *k = p->backend;
+  if (k == NULL)
+    return;
+  sconn *c = k->c;
+  /* Closing the channel gives the lifeline its EOF: it ends the process group. */
+  exec_end(k, NULL);
+  chans_pump(c); /* a queued process may take the freed session */
+  conn_update_poll(c);
+}
+
+static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
+  sconn *c = rt->backend;
+  uv_handle_t fake;
+  if (c == NULL) {
+    done(rt);
+    return;
+  }
+  while (c->chans != NULL)
+    chan_end(c->chans, NULL);
+  if (c->relay != NULL) {
+    schan *k = c->relay;
+    c->relay = NULL;
+    k->owner = NULL;
+    relay_end(k);
+  }
+  if (c->ai_list != NULL) {
+    uv_freeaddrinfo(c->ai_list);
+    c->ai_list = c->ai_next = NULL;
+  }
+  if (c->s != NULL && c->state == C_READY) {
+    poll_stop(c);
+    ssh_disconnect(c->s);
+  }
+  session_free(c);
+  c->state = C_DEAD;
+  c->close_done = done;
+  if (c->timer_inited) {
+    c->timer_inited = 0;
+    uv_close((uv_handle_t *)&c->timer, handle_closed);
+  }
+  /* one extra count so that handles closing during this call cannot free c under us */
+  c->open_handles++;
+  fake.data = c;
+  handle_closed(&fake);
+}
+
+int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err) {
+  sconn *c = NULL;
+  const char *jump_spec;
+  char *jump_copy = NULL;
+  int r = 0;
+
+  if ((c = lc__calloc(1, sizeof(*c))) == NULL)
+    return lc__err_set(err, -ENOMEM, "out of memory");
+  c->rt = rt;
+  c->sock = -1;
+  c->poll_fd = -1;
+  c->tcp_poll_fd = -1;
+  c->phase = "connecting";
+  if ((r = lc__sshconfig_resolve(&c->host, rt->ssh_config, host, err)) < 0)
+    goto out;
+  snprintf(c->where, sizeof(c->where), "%s (%s:%d)", host, c->host.hostname, c->host.port);
+  if (c->host.connect_timeout_s > 0 && (rt->opts.connect_timeout_ms == 10000))
+    rt->opts.connect_timeout_ms = c->host.connect_timeout_s * 1000;
+  jump_spec = via != NULL ? via : c->host.proxy_jump;
+  if (jump_spec != NULL && jump_spec[0] != '\0' && strcmp(jump_spec, "none") != 0) {
+    /* "a,b": b is the last hop before the host, and is itself reached through a */
+    char *last;
+    if ((jump_copy = lc__strdup(jump_spec)) == NULL) {
+      r = lc__err_set(err, -ENOMEM, "out of memory");
+      goto out;
+    }
+    last = strrchr(jump_copy, ',');
+    if (last != NULL)
+      *last++ = '\0';
+    if ((r = lc__runtime_new_ssh_via(&rt->jump, rt->engine, last ? last : jump_copy,
+                                     last ? jump_copy : NULL, &rt->opts)) < 0) {
+      r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, lc_error_last());
+      goto out;
+    }
+    snprintf(c->where, sizeof(c->where), "%s (%s:%d via %s)", host, c->host.hostname,
+             c->host.port, rt->jump->name);
+  }
+  rt->backend = c;
+  c = NULL;
+out:
+  free(jump_copy);
+  if (c != NULL) {
+    lc__ssh_host_clear(&c->host);
+    free(c);
+  }
+  return r;
+}
+
+const lc__backend_ops lc__ssh_ops = {
+    .name = "ssh",
+    .connect = ssh_connect_start,
+    .proc_start = ssh_proc_start,
+    .proc_kick = ssh_proc_kick,
+    .proc_abort = ssh_proc_abort,
+    .close = ssh_close,
+};

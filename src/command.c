@@ -1,0 +1,171 @@
+/*
+ * command.c - the shell text a host runs: the lifeline wrapper around a user's command, and the
+ * small scripts behind file transfers and working directories. Every value is single-quoted, so a
+ * host's login shell passes it through untouched (a POSIX login shell is assumed: sh, bash, zsh).
+ */
+#include "runtime_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+
+/*
+ * The lifeline: runs "$3" in its own session and process group, with stdin as a control line:
+ * "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group, $2 tenths of a second of
+ * grace, then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. The wrapper
+ * exits as the command did; a command ended by a signal is reported as that signal.
+ */
+static const char lifeline_sh[] =
+    "hb=$1; g=$2; c=$3\n"
+    "f=${TMPDIR:-/tmp}/.lc-hb.$$\n"
+    ": >\"$f\" 2>/dev/null || f=\n"
+    "setsid /bin/sh -c \"$c\" </dev/null &\n"
+    "p=$!\n"
+    "end() {\n"
+    "  kill -TERM -\"$p\" 2>/dev/null || return 0\n"
+    "  i=0\n"
+    "  while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\" 2>/dev/null; do sleep 0.1; i=$((i+1)); done\n"
+    "  kill -KILL -\"$p\" 2>/dev/null\n"
+    "  return 0\n"
+    "}\n"
+    "( while IFS= read -r l; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done; end )"
+    " >/dev/null 2>&1 &\n"
+    "r=$!; w=\n"
+    "if [ \"$hb\" -gt 0 ] && [ -n \"$f\" ]; then\n"
+    "  ( while sleep 1; do echo >>\"$f\"; n=0; while read -r x; do n=$((n+1)); done <\"$f\";"
+    " [ \"$n\" -gt \"$hb\" ] && break; done; end ) </dev/null >/dev/null 2>&1 &\n"
+    "  w=$!\n"
+    "fi\n"
+    "wait \"$p\" 2>/dev/null; s=$?\n"
+    "kill $r $w 2>/dev/null\n"
+    "end\n"
+    "[ -n \"$f\" ] && rm -f \"$f\"\n"
+    "if [ \"$s\" -gt 128 ]; then n=$(kill -l \"$s\" 2>/dev/null) && { trap - \"$n\" 2>/dev/null;"
+    " kill -s \"$n\" $$; }; fi\n"
+    "exit \"$s\"\n";
+
+static int valid_env_name(const char *s, size_t n) {
+  if (n == 0 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
+    return 0;
+  for (size_t i = 1; i < n; i++)
+    if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') ||
+          (s[i] >= '0' && s[i] <= '9') || s[i] == '_'))
+      return 0;
+  return 1;
+}
+
+/* Appends a path for sh: a leading "~/" becomes "$HOME"/'rest', anything else is quoted. */
+static int append_path(lc__buf *b, const char *path) {
+  int r;
+  if (strncmp(path, "~/", 2) == 0) {
+    if ((r = lc__buf_append(b, "\"$HOME\"/", 8)) < 0)
+      return r;
+    return lc__buf_shell_quote(b, path + 2);
+  }
+  if (strcmp(path, "~") == 0)
+    return lc__buf_append(b, "\"$HOME\"", 7);
+  return lc__buf_shell_quote(b, path);
+}
+
+int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,
+                        int heartbeat_s, int grace_ms, lc__err *err) {
+  lc__buf inner = {0};
+  int r = 0;
+
+  if (opts != NULL && opts->cwd != NULL && opts->cwd[0] != '\0') {
+    if ((r = lc__buf_append(&inner, "cd -- ", 6)) < 0 || (r = append_path(&inner, opts->cwd)) < 0 ||
+        (r = lc__buf_append(&inner, " || exit 126\n", 13)) < 0)
+      goto out;
+  }
+  for (const char *const *e = opts ? opts->env : NULL; e != NULL && *e != NULL; e++) {
+    const char *eq = strchr(*e, '=');
+    if (eq == NULL || !valid_env_name(*e, (size_t)(eq - *e))) {
+      r = lc__err_set(err, -EINVAL, "bad environment entry \"%s\": want NAME=VALUE with NAME made "
+                                    "of letters, digits and _", *e);
+      goto out;
+    }
+    if ((r = lc__buf_append(&inner, "export ", 7)) < 0 ||
+        (r = lc__buf_append(&inner, *e, (size_t)(eq - *e) + 1)) < 0 ||
+        (r = lc__buf_shell_quote(&inner, eq + 1)) < 0 || (r = lc__buf_append(&inner, "\n", 1)) < 0)
+      goto out;
+  }
+  if ((r = lc__buf_append(&inner, command, strlen(command))) < 0)
+    goto out;
+
+  if (heartbeat_s >= 0) {
+    if ((r = lc__buf_append(out, "exec /bin/sh -c ", 16)) < 0 ||
+        (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
+        (r = lc__buf_printf(out, " lc-lifeline %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
+        (r = lc__buf_shell_quote(out, inner.data)) < 0)
+      goto out;
+  } else if ((r = lc__buf_append(out, "exec /bin/sh -c ", 16)) < 0 ||
+             (r = lc__buf_shell_quote(out, inner.data)) < 0) {
+    goto out;
+  }
+out:
+  if (r == -ENOMEM)
+    lc__err_set(err, r, "out of memory");
+  lc__buf_free(&inner);
+  return r;
+}
+
+int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode) {
+  int r;
+  if ((r = lc__buf_append(out, "umask 077\nf=", 12)) < 0 || (r = append_path(out, path)) < 0)
+    return r;
+  return lc__buf_printf(
+      out,
+      "\nt=\"$f.lc-tmp.$$\"\n"
+      "trap 'rm -f \"$t\"' EXIT\n"
+      "trap 'exit 1' HUP INT TERM PIPE\n"
+      "cat >\"$t\" || exit 1\n"
+      "s=$(wc -c <\"$t\") || exit 1\n"
+      "if [ \"$s\" -ne %llu ]; then echo \"transfer cut short: $s of %llu bytes arrived\" >&2; "
+      "exit 1; fi\n"
+      "chmod %o \"$t\" && mv -f \"$t\" \"$f\" || exit 1\n",
+      (unsigned long long)size, (unsigned long long)size, mode & 07777u);
+}
+
+int lc__command_get_file(lc__buf *out, const char *path) {
+  int r;
+  if ((r = lc__buf_append(out, "f=", 2)) < 0 || (r = append_path(out, path)) < 0)
+    return r;
+  return lc__buf_printf(out, "\n"
+                             "[ -f \"$f\" ] || { echo \"$f: no such regular file\" >&2; exit 2; }\n"
+                             "[ -r \"$f\" ] || { echo \"$f: not readable\" >&2; exit 2; }\n"
+                             "m=$(stat -c '%%a %%s' \"$f\") || exit 2\n"
+                             "echo \"lc-stat $m\" >&2\n"
+                             "exec cat \"$f\"\n");
+}
+
+int lc__command_workdir(lc__buf *out, const char *root, const char *name) {
+  int r;
+  if (root == NULL || root[0] == '\0')
+    r = lc__buf_printf(out, "r=\"${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster\"\n");
+  else if ((r = lc__buf_append(out, "r=", 2)) >= 0 && (r = append_path(out, root)) >= 0)
+    r = lc__buf_append(out, "\n", 1);
+  if (r < 0)
+    return r;
+  if ((r = lc__buf_append(out, "mkdir -p \"$r\" && d=$(mktemp -d \"$r\"/", 37)) < 0 ||
+      (r = lc__buf_shell_quote(out, name)) < 0)
+    return r;
+  return lc__buf_printf(out, "'.XXXXXX') && printf '%%s\\n' \"$d\"\n");
+}
+
+int lc__signal_from_name(const char *name) {
+  static const struct {
+    const char *name;
+    int sig;
+  } sigs[] = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"ILL", SIGILL},
+              {"ABRT", SIGABRT}, {"FPE", SIGFPE},   {"KILL", SIGKILL}, {"SEGV", SIGSEGV},
+              {"PIPE", SIGPIPE}, {"ALRM", SIGALRM}, {"TERM", SIGTERM}, {"USR1", SIGUSR1},
+              {"USR2", SIGUSR2}, {"BUS", SIGBUS},   {"TRAP", SIGTRAP}, {"XCPU", SIGXCPU}};
+  if (name == NULL)
+    return 0;
+  if (strncmp(name, "SIG", 3) == 0)
+    name += 3;
+  for (size_t i = 0; i < LC_ARRAY_SIZE(sigs); i++)
+    if (strcmp(sigs[i].name, name) == 0)
+      return sigs[i].sig;
+  return 0;
+}

@@ -1,0 +1,172 @@
+/*
+ * engine.c - one libuv loop on one thread. Public calls post an lc__call and wait for it; the loop
+ * owns every connection, so no lock guards I/O state.
+ */
+#include "engine.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct lc_engine {
+  uv_loop_t loop;
+  uv_async_t wake;
+  uv_thread_t thread;
+  pthread_t tid;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  lc__call *queue_head, *queue_tail;
+  int stopping;
+};
+
+void lc_engine_options_init(lc_engine_options *opts) {
+  lc_engine_options init = LC_ENGINE_OPTIONS_INIT;
+  *opts = init;
+}
+
+static void on_wake(uv_async_t *h) {
+  lc_engine *e = h->data;
+  lc__call *c;
+  int stopping;
+
+  pthread_mutex_lock(&e->mu);
+  c = e->queue_head;
+  e->queue_head = e->queue_tail = NULL;
+  stopping = e->stopping;
+  pthread_mutex_unlock(&e->mu);
+
+  while (c != NULL) {
+    lc__call *next = c->next;
+    c->fn(c);
+    c = next;
+  }
+  if (stopping)
+    uv_close((uv_handle_t *)&e->wake, NULL);
+}
+
+static void engine_main(void *arg) {
+  lc_engine *e = arg;
+  uv_run(&e->loop, UV_RUN_DEFAULT);
+}
+
+int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
+  lc_engine *e = NULL;
+  pthread_condattr_t ca;
+  int r = LC_EINTERNAL;
+
+  (void)opts;
+  *out = NULL;
+  if ((e = lc__calloc(1, sizeof(*e))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  pthread_mutex_init(&e->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&e->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  if ((r = uv_loop_init(&e->loop)) < 0) {
+    r = lc__error_set(LC_EINTERNAL, "cannot create the event loop: %s", uv_strerror(r));
+    goto out;
+  }
+  e->wake.data = e;
+  if ((r = uv_async_init(&e->loop, &e->wake, on_wake)) < 0 ||
+      (r = uv_thread_create(&e->thread, engine_main, e)) < 0) {
+    r = lc__error_set(LC_EINTERNAL, "cannot start the engine thread: %s", uv_strerror(r));
+    goto out;
+  }
+  *out = e;
+  e = NULL;
+  r = 0;
+out:
+  if (e != NULL) {
+    if (uv_loop_alive(&e->loop) || e->wake.data) {
+      uv_close((uv_handle_t *)&e->wake, NULL);
+      uv_run(&e->loop, UV_RUN_DEFAULT);
+    }
+    uv_loop_close(&e->loop);
+    free(e);
+  }
+  return r;
+}
+
+void lc_engine_free(lc_engine *e) {
+  if (e == NULL)
+    return;
+  pthread_mutex_lock(&e->mu);
+  e->stopping = 1;
+  pthread_mutex_unlock(&e->mu);
+  uv_async_send(&e->wake);
+  uv_thread_join(&e->thread);
+  uv_loop_close(&e->loop);
+  pthread_mutex_destroy(&e->mu);
+  pthread_cond_destroy(&e->cv);
+  free(e);
+}
+
+uv_loop_t *lc__engine_loop(lc_engine *e) { return &e->loop; }
+
+int lc__engine_on_thread(const lc_engine *e) {
+  uv_thread_t self = uv_thread_self();
+  return uv_thread_equal(&self, &e->thread);
+}
+
+void lc__engine_lock(lc_engine *e) { pthread_mutex_lock(&e->mu); }
+void lc__engine_unlock(lc_engine *e) { pthread_mutex_unlock(&e->mu); }
+void lc__engine_broadcast(lc_engine *e) { pthread_cond_broadcast(&e->cv); }
+
+int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms) {
+  struct timespec deadline;
+  if (timeout_ms >= 0) {
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += timeout_ms / 1000;
+    deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000L;
+    }
+  }
+  while (!*flag) {
+    if (timeout_ms < 0) {
+      pthread_cond_wait(&e->cv, &e->mu);
+    } else if (pthread_cond_timedwait(&e->cv, &e->mu, &deadline) == ETIMEDOUT) {
+      return *flag ? 0 : -ETIMEDOUT;
+    }
+  }
+  return 0;
+}
+
+int lc__engine_run(lc_engine *e, lc__call *c, void (*fn)(lc__call *c)) {
+  if (lc__engine_on_thread(e))
+    return lc__error_set(LC_EINTERNAL, "blocking lazycluster call made on the engine thread "
+                                       "(from inside a callback)");
+  c->fn = fn;
+  c->engine = e;
+  c->next = NULL;
+  c->done = 0;
+  c->err.code = 0;
+  c->err.msg[0] = '\0';
+  pthread_mutex_lock(&e->mu);
+  if (e->stopping) {
+    pthread_mutex_unlock(&e->mu);
+    return lc__error_set(LC_EINTERNAL, "the engine is stopping");
+  }
+  if (e->queue_tail)
+    e->queue_tail->next = c;
+  else
+    e->queue_head = c;
+  e->queue_tail = c;
+  uv_async_send(&e->wake);
+  lc__engine_wait(e, &c->done, -1);
+  pthread_mutex_unlock(&e->mu);
+  return lc__err_raise(&c->err);
+}
+
+void lc__call_done(lc__call *c, int code) {
+  lc_engine *e = c->engine;
+  pthread_mutex_lock(&e->mu);
+  if (code < 0 && c->err.code == 0)
+    lc__err_set(&c->err, code, "%s", lc_strerror(code));
+  c->err.code = code;
+  c->done = 1;
+  pthread_cond_broadcast(&e->cv);
+  pthread_mutex_unlock(&e->mu);
+}

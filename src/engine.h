@@ -1,0 +1,42 @@
+/*
+ * engine.h - the engine's internal interface: run work on the loop thread and wait for it.
+ */
+#ifndef LC_ENGINE_H
+#define LC_ENGINE_H
+
+#include "internal.h"
+
+#include <pthread.h>
+#include <uv.h>
+
+/*
+ * A call: fn runs on the engine thread and, now or later, finishes the call with lc__call_done.
+ * The posting thread waits for that. Calls live on the poster's stack.
+ */
+typedef struct lc__call lc__call;
+struct lc__call {
+  void (*fn)(lc__call *c);
+  lc__call *next;
+  lc_engine *engine;
+  int done;
+  lc__err err;
+};
+
+/* Posts c to the engine and waits until it is done; returns its code with the detail raised. */
+int lc__engine_run(lc_engine *e, lc__call *c, void (*fn)(lc__call *c));
+/* Engine thread: finishes a call (code 0 or an error already in c->err via lc__err_set). */
+void lc__call_done(lc__call *c, int code);
+
+uv_loop_t *lc__engine_loop(lc_engine *e);
+int lc__engine_on_thread(const lc_engine *e);
+
+/* The engine's mutex and condition, for handles that other threads wait on (processes). */
+void lc__engine_lock(lc_engine *e);
+void lc__engine_unlock(lc_engine *e);
+/* Waits on the engine's condition until *flag is set or timeout_ms passes (negative: forever).
+ * Must hold the lock. Returns 0 or -ETIMEDOUT. */
+int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms);
+/* Wakes every waiter; call with the lock held after setting a flag. */
+void lc__engine_broadcast(lc_engine *e);
+
+#endif /* LC_ENGINE_H */

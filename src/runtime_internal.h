@@ -1,0 +1,121 @@
+/*
+ * runtime_internal.h - the runtime layer's internals: processes (channels) and the backend ops
+ * table that runtimes/ssh and runtimes/local implement. Everything here runs on the engine thread
+ * unless it says otherwise.
+ */
+#ifndef LC_RUNTIME_INTERNAL_H
+#define LC_RUNTIME_INTERNAL_H
+
+#include "engine.h"
+
+#define LC__LINE_MAX (1024 * 1024)
+
+typedef struct lc__backend_ops lc__backend_ops;
+
+/* Splits a byte stream into lines for an lc_line_cb. */
+typedef struct lc__lines {
+  lc__buf buf;
+} lc__lines;
+
+/*
+ * One command on a host: the generic part of an exec channel or a local child. The backend keeps
+ * its own state in `backend` and reports through lc__proc_data/_exit/_closed.
+ */
+struct lc_process {
+  lc_runtime *rt;           /* NULL once the runtime let go of it */
+  lc_engine *engine;
+  lc_process *next, *prev;  /* the runtime's live processes */
+  void *backend;
+  char *command;            /* the whole command line given to the host's sh */
+  int lifeline;             /* receives heartbeats and stop requests on stdin */
+  int refs;                 /* engine thread only: the engine's and the owner's */
+
+  /* stdin: control lines, then borrowed memory, then a local file, then EOF when in_eof is set */
+  lc__buf in;
+  const char *in_mem;
+  size_t in_mem_left;
+  int in_fd;
+  uint64_t in_left;
+  int in_eof;               /* send EOF once everything above is written */
+  int in_eof_sent;
+
+  /* output */
+  lc_line_cb on_line;
+  void *payload;
+  lc__lines lines[2];
+  int out_fd;               /* raw stdout goes here (file fetch), else lines */
+  uint64_t out_bytes;
+  lc__buf err_tail;         /* the last lines of stderr, for error messages */
+
+  /* end */
+  int exited;               /* exit status or signal arrived */
+  lc_exec_result result;
+  int finished;             /* closed: no more output; guarded by the engine lock for waiters */
+  lc__err err;              /* why it failed to run, when it did */
+  uint64_t started_ms;
+};
+
+/* What a backend does; every function runs on the engine thread. */
+struct lc__backend_ops {
+  const char *name;
+  /* Connects; ends with lc__runtime_connected(rt, code, err). */
+  void (*connect)(lc_runtime *rt);
+  /* Starts `/bin/sh -c p->command` (argv-free). Errors later go through lc__proc_closed. */
+  void (*proc_start)(lc_process *p);
+  /* p has more stdin (or an EOF) to write. */
+  void (*proc_kick)(lc_process *p);
+  /* Closes p's channel now (the host's side sees EOF and a closed channel). */
+  void (*proc_abort)(lc_process *p);
+  /* Closes the connection and frees the backend; calls done(rt) when all is closed. */
+  void (*close)(lc_runtime *rt, void (*done)(lc_runtime *rt));
+};
+
+struct lc_runtime {
+  lc_engine *engine;
+  const lc__backend_ops *ops;
+  void *backend;
+  char *name;
+  lc_runtime_options opts;  /* defaults filled in; strings owned below */
+  char *ssh_config;
+  char *workdir_root;
+  int connected;            /* read from any thread */
+  lc_process *procs;        /* live processes */
+  uv_timer_t heartbeat;
+  int heartbeat_started;
+  char *workdir;
+  pthread_mutex_t workdir_mu;
+  lc__call *call;           /* the call waiting for connect or close */
+  lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */   /* the call waiting for the connection */
+};
+
+/* For backends. */
+void lc__runtime_connected(lc_runtime *rt, const lc__err *err);
+void lc__runtime_lost(lc_runtime *rt, const lc__err *err);
+void lc__proc_data(lc_process *p, lc_stream stream, const char *data, size_t len);
+void lc__proc_exit(lc_process *p, int status, int signal);
+/* The process's channel is closed; err is NULL when it ran (exit status arrived). */
+void lc__proc_closed(lc_process *p, const lc__err *err);
+/* Bytes of stdin ready to write (reads the next chunk of a file source); 0 when none now. */
+size_t lc__proc_in_peek(lc_process *p, const char **data);
+void lc__proc_in_consume(lc_process *p, size_t n);
+/* Non-zero when all stdin is written and EOF should be sent now. */
+int lc__proc_in_eof_due(const lc_process *p);
+
+/* command.c: composing what a host's sh runs. */
+int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,
+                        int heartbeat_s, int grace_ms, lc__err *err);
+int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
+int lc__command_get_file(lc__buf *out, const char *path);
+int lc__command_workdir(lc__buf *out, const char *root, const char *name);
+int lc__signal_from_name(const char *name);
+
+/* backends */
+extern const lc__backend_ops lc__ssh_ops;
+extern const lc__backend_ops lc__local_ops;
+/* Caller's thread: reads the host's settings; via, when not NULL, overrides its ProxyJump. */
+int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err);
+/* lc_runtime_new_ssh with an explicit ProxyJump (NULL: as the config says). */
+int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
+                            const lc_runtime_options *opts);
+
+#endif /* LC_RUNTIME_INTERNAL_H */
