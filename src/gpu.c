@@ -50,10 +50,6 @@ typedef struct cudart {
   int (*device_get_pci_bus_id)(char *bus_id, int len, int device);
 } cudart;
 
-typedef struct nvml_memory {
-  unsigned long long total, free, used;
-} nvml_memory;
-
 typedef struct nvml {
   void *dl;
   int up; /* nvmlInit succeeded */
@@ -65,10 +61,11 @@ typedef struct nvml {
   int (*by_pci)(const char *bus_id, void **device);
   int (*get_name)(void *device, char *name, unsigned len);
   int (*get_uuid)(void *device, char *uuid, unsigned len);
-  int (*get_memory)(void *device, nvml_memory *mem);
+  int (*get_memory)(void *device, unsigned long long mem[3]); /* nvmlMemory_t: total, free, used */
 } nvml;
 
-_Static_assert(sizeof(int (*)(void)) == sizeof(void *), "dlsym needs function pointers as wide as void *");
+_Static_assert(sizeof(int (*)(void)) == sizeof(void *),
+               "dlsym needs function pointers as wide as void *");
 
 /* Stores dlsym(dl, name) into the function pointer at fn; -ENOENT when the symbol is missing. */
 static int load_sym(void *dl, const char *name, void *fn, size_t size) {
@@ -132,10 +129,9 @@ void lc__gpu_uuid_format(char *buf, size_t n, const unsigned char b[16]) {
       buf[0] = '\0';
     return;
   }
-  snprintf(buf, n,
-           "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
-           b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-           b[14], b[15]);
+  snprintf(buf, n, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+           b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+           b[15]);
 }
 
 /* The one device whose UUID begins with tok ("GPU-" optional); -1 when none or several. */
@@ -245,14 +241,14 @@ static void nvml_close(nvml *nv) {
 /* Copies what NVML knows of device into g, keeping what g already has unless prefer_nvml. */
 static void nvml_fill(const nvml *nv, void *device, lc_gpu *g, int prefer_nvml) {
   char text[128];
-  nvml_memory mem;
+  unsigned long long mem[3];
   if (nv->get_name && (prefer_nvml || g->name[0] == '\0') &&
       nv->get_name(device, text, sizeof(text)) == 0 && text[0])
     copy_str(g->name, sizeof(g->name), text);
   if (nv->get_uuid && nv->get_uuid(device, text, sizeof(text)) == 0 && text[0])
     copy_str(g->uuid, sizeof(g->uuid), text);
-  if (nv->get_memory && (prefer_nvml || g->memory_bytes == 0) && nv->get_memory(device, &mem) == 0)
-    g->memory_bytes = mem.total;
+  if (nv->get_memory && (prefer_nvml || g->memory_bytes == 0) && nv->get_memory(device, mem) == 0)
+    g->memory_bytes = mem[0];
 }
 
 /* Lists NVML's devices, those CUDA_VISIBLE_DEVICES lets CUDA see, numbered as CUDA would. */
@@ -286,8 +282,8 @@ static int nvml_list(const nvml *nv, lc_hostinfo *info, char *reason, size_t rn)
     if ((uuids[i] = lc__strdup(text)) == NULL)
       goto out;
   }
-  chosen = lc__gpu_visible_select(getenv("CUDA_VISIBLE_DEVICES"), (const char *const *)uuids,
-                                  count, pick);
+  chosen = lc__gpu_visible_select(getenv("CUDA_VISIBLE_DEVICES"), (const char *const *)uuids, count,
+                                  pick);
   if (chosen == 0) {
     snprintf(reason, rn, "NVML lists %u GPU(s), none of them in CUDA_VISIBLE_DEVICES", count);
     r = 0;
@@ -341,7 +337,8 @@ static void cudart_fill(const cudart *rt, int device, unsigned char *prop, lc_gp
   memset(prop, 0, PROP_BUF_SIZE);
   if (rt->get_device_properties(prop, device) != CUDA_OK)
     return;
-  snprintf(g->name, sizeof(g->name), "%.*s", (int)strnlen((char *)prop, PROP_NAME_LEN), (char *)prop);
+  snprintf(g->name, sizeof(g->name), "%.*s", (int)strnlen((char *)prop, PROP_NAME_LEN),
+           (char *)prop);
   if (rt->version < PROP_LAYOUT_FIRST || rt->version > PROP_LAYOUT_LAST)
     return;
   lc__gpu_uuid_format(g->uuid, sizeof(g->uuid), prop + PROP_UUID_OFF);
@@ -366,8 +363,7 @@ static int cudart_list(const cudart *rt, int count, lc_hostinfo *info) {
     g->index = i;
     cudart_fill(rt, i, prop, g);
     if (have_nvml && nv.by_pci && rt->device_get_pci_bus_id &&
-        rt->device_get_pci_bus_id(bus, (int)sizeof(bus), i) == CUDA_OK &&
-        nv.by_pci(bus, &dev) == 0)
+        rt->device_get_pci_bus_id(bus, (int)sizeof(bus), i) == CUDA_OK && nv.by_pci(bus, &dev) == 0)
       nvml_fill(&nv, dev, g, 0);
   }
   info->gpu_count = (size_t)count;
@@ -387,13 +383,13 @@ static int version_desc(const void *a, const void *b) {
 typedef struct search {
   void *tried[MAX_RUNTIMES]; /* handles already asked, so one file is asked once */
   size_t ntried;
-  int err;              /* first cudaGetDeviceCount error, -1 when none was asked */
-  cudart first;         /* the runtime that gave err */
-  int found;            /* a runtime answered with devices or with "no device" */
+  int err;      /* first cudaGetDeviceCount error, -1 when none was asked */
+  cudart first; /* the runtime that gave err */
+  int found;    /* a runtime answered with devices or with "no device" */
   cudart rt;
   int count;
-  int not_cuda;         /* a library loaded but had no cudaGetDeviceCount */
-  char dlerr[160];      /* the first dlopen failure */
+  int not_cuda;    /* a library loaded but had no cudaGetDeviceCount */
+  char dlerr[160]; /* the first dlopen failure */
 } search;
 
 /* Asks the runtime at path for its devices. Returns 1 when the search is over. */
@@ -465,8 +461,8 @@ static int try_glob(search *s, const char *pattern) {
 /* Tries the usual names, then the files of the usual CUDA installations. */
 static void search_runtimes(search *s) {
   static const char *const names[] = {
-      "libcudart.so",      "libcudart.so.13",   "libcudart.so.12",  "libcudart.so.11.0",
-      "libcudart.so.11",   "libcudart.so.10.2", "libcudart.so.10.1", "libcudart.so.10.0",
+      "libcudart.so",    "libcudart.so.13",   "libcudart.so.12",   "libcudart.so.11.0",
+      "libcudart.so.11", "libcudart.so.10.2", "libcudart.so.10.1", "libcudart.so.10.0",
   };
   static const char *const patterns[] = {
       "/usr/local/cuda/lib64/libcudart.so*",
@@ -502,7 +498,6 @@ int lc__gpu_probe(lc_hostinfo *info) {
   char reason[sizeof(info->gpu_reason)], nvreason[LC_ERRMSG_MAX];
   search s;
   nvml nv;
-  int r = 0;
   free(info->gpus);
   info->gpus = NULL;
   info->gpu_count = 0;
@@ -537,7 +532,7 @@ int lc__gpu_probe(lc_hostinfo *info) {
   /* No runtime works here; the driver's NVML may still see GPUs (a runtime too new for the
    * driver, or none installed), and the programs started on them bring their own runtime. */
   if (nvml_open(&nv, nvreason, sizeof(nvreason)) == 0) {
-    r = nvml_list(&nv, info, nvreason, sizeof(nvreason));
+    int r = nvml_list(&nv, info, nvreason, sizeof(nvreason));
     nvml_close(&nv);
     if (r < 0)
       return r;

@@ -18,8 +18,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#define SMALL_FILE_MAX 4096
-#define LIST_FILE_MAX (256 * 1024)
+#define SMALL_FILE_MAX ((size_t)4096)
+#define LIST_FILE_MAX ((size_t)256 * 1024)
 
 /* Copies src into dst[n], cut to fit. */
 static void copy_str(char *dst, size_t n, const char *src) {
@@ -172,8 +172,11 @@ uint64_t lc__hostinfo_memtotal(const char *root) {
   if (text == NULL)
     return 0;
   if ((p = strstr(text, "MemTotal:")) != NULL) {
+    char *end;
     unsigned long long v;
-    if (sscanf(p, "MemTotal: %llu", &v) == 1)
+    errno = 0;
+    v = strtoull(p + strlen("MemTotal:"), &end, 10);
+    if (errno == 0 && end != p + strlen("MemTotal:"))
       kib = (uint64_t)v;
   }
   free(text);
@@ -197,7 +200,7 @@ uint64_t lc__hostinfo_memory(uint64_t memtotal, uint64_t cgroup_limit) {
 
 long lc__hostinfo_affinity(void) {
   long count = 0;
-  for (size_t ncpu = 1024; ncpu <= 1024 * 1024; ncpu *= 4) {
+  for (size_t ncpu = 1024; ncpu <= (size_t)1024 * 1024; ncpu *= 4) {
     size_t size = CPU_ALLOC_SIZE(ncpu);
     cpu_set_t *set = CPU_ALLOC(ncpu);
     int r;
@@ -254,7 +257,8 @@ static int cgroup_mount(const char *root, const char *controller, char *point, s
   int r = -ENOENT;
   if (text == NULL)
     return -ENOENT;
-  for (char *line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
+  for (char *line = strtok_r(text, "\n", &save); line && r < 0;
+       line = strtok_r(NULL, "\n", &save)) {
     char *f[6], *fs = NULL, *super = NULL, *save2 = NULL, *tok;
     int nf = 0;
     for (tok = strtok_r(line, " ", &save2); tok && nf < 6; tok = strtok_r(NULL, " ", &save2))
@@ -286,7 +290,8 @@ static int cgroup_path(const char *root, const char *controller, char *buf, size
   int r = -ENOENT;
   if (text == NULL)
     return -ENOENT;
-  for (char *line = strtok_r(text, "\n", &save); line && r < 0; line = strtok_r(NULL, "\n", &save)) {
+  for (char *line = strtok_r(text, "\n", &save); line && r < 0;
+       line = strtok_r(NULL, "\n", &save)) {
     char *c1 = strchr(line, ':'), *c2;
     if (c1 == NULL || (c2 = strchr(c1 + 1, ':')) == NULL)
       continue;
@@ -376,20 +381,17 @@ static char *read_in(const char *dir, const char *name) {
 
 /* cpu.max: "QUOTA PERIOD" or "max PERIOD". */
 static int read_cpu_v2(const char *dir, double *out) {
-  char *text = read_in(dir, "cpu.max");
-  char quota[32];
-  unsigned long long period = 0;
+  char *text = read_in(dir, "cpu.max"), *period;
+  uint64_t q, p = 100000;
   int r = -ENOENT;
   if (text == NULL)
     return r;
-  if (sscanf(text, "%31s %llu", quota, &period) >= 1 && strcmp(quota, "max") != 0) {
-    uint64_t q;
-    if (period == 0)
-      period = 100000;
-    if (parse_u64(quota, &q) == 0 && q > 0) {
-      *out = (double)q / (double)period;
-      r = 0;
-    }
+  if ((period = strchr(text, ' ')) != NULL)
+    *period++ = '\0';
+  if (parse_u64(text, &q) == 0 && q > 0 && (period == NULL || parse_u64(period, &p) == 0) &&
+      p > 0) {
+    *out = (double)q / (double)p;
+    r = 0;
   }
   free(text);
   return r;
@@ -593,13 +595,14 @@ static int json_append_cores(lc__buf *b, double v) {
 
 int lc_hostinfo_to_json(char **out, const lc_hostinfo *info) {
   lc__buf b = {0};
-  int r = -EINVAL;
+  int r;
   if (out == NULL || info == NULL)
     return lc__error_set(-EINVAL, "lc_hostinfo_to_json: %s is NULL", out ? "info" : "out");
   *out = NULL;
   if ((r = lc__buf_append(&b, "{\"hostname\":", 12)) < 0 ||
       (r = lc__json_append_string(&b, info->hostname)) < 0 ||
-      (r = lc__buf_append(&b, ",\"os\":", 6)) < 0 || (r = lc__json_append_string(&b, info->os)) < 0 ||
+      (r = lc__buf_append(&b, ",\"os\":", 6)) < 0 ||
+      (r = lc__json_append_string(&b, info->os)) < 0 ||
       (r = lc__buf_append(&b, ",\"kernel\":", 10)) < 0 ||
       (r = lc__json_append_string(&b, info->kernel)) < 0 ||
       (r = lc__buf_append(&b, ",\"arch\":", 8)) < 0 ||
@@ -615,7 +618,8 @@ int lc_hostinfo_to_json(char **out, const lc_hostinfo *info) {
         (r = lc__json_append_string(&b, g->uuid)) < 0 ||
         (r = lc__buf_append(&b, ",\"name\":", 8)) < 0 ||
         (r = lc__json_append_string(&b, g->name)) < 0 ||
-        (r = lc__buf_printf(&b, ",\"memory_bytes\":%llu}", (unsigned long long)g->memory_bytes)) < 0)
+        (r = lc__buf_printf(&b, ",\"memory_bytes\":%llu}", (unsigned long long)g->memory_bytes)) <
+            0)
       goto out;
   }
   if ((r = lc__buf_append(&b, "],\"gpu_source\":", 15)) < 0 ||

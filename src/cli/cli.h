@@ -30,7 +30,8 @@ typedef struct cli_command {
 /* The subcommands, one line each (keep main.c's table in the same order). */
 int cli_probe(int argc, char **argv);
 
-/* Prints "lazyclusterctl CMD: MESSAGE" and a pointer to --help on stderr; returns CLI_EXIT_USAGE. */
+/* Prints "lazyclusterctl CMD: MESSAGE" and a pointer to --help on stderr; returns CLI_EXIT_USAGE.
+ */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /*

@@ -25,13 +25,12 @@ static void usage(FILE *f) {
   for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
     if (strlen(commands[i].name) > width)
       width = strlen(commands[i].name);
-  fprintf(f,
-          "Usage: " CLI_NAME " COMMAND [OPTIONS]\n"
-          "       " CLI_NAME " --version | --help\n"
-          "\n"
-          "Start distributed programs over SSH.\n"
-          "\n"
-          "Commands:\n");
+  fprintf(f, "Usage: " CLI_NAME " COMMAND [OPTIONS]\n"
+             "       " CLI_NAME " --version | --help\n"
+             "\n"
+             "Start distributed programs over SSH.\n"
+             "\n"
+             "Commands:\n");
   for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
     fprintf(f, "  %-*s  %s\n", (int)width, commands[i].name, commands[i].summary);
   fprintf(f, "  %-*s  %s\n", (int)width, "help", "show this help, or a command's: help COMMAND");

@@ -9,15 +9,16 @@
 #include <string.h>
 
 static void probe_usage(FILE *f) {
-  fprintf(f, "Usage: " CLI_NAME " probe [--json]\n"
-             "\n"
-             "Print this machine's facts: host name, OS, kernel, architecture, usable CPU cores and\n"
-             "memory (capped by the cgroup limits of this process), and GPUs as the CUDA runtime\n"
-             "(or NVML) sees them.\n"
-             "\n"
-             "Options:\n"
-             "  --json      one JSON object on one line\n"
-             "  -h, --help  this help\n");
+  fprintf(f,
+          "Usage: " CLI_NAME " probe [--json]\n"
+          "\n"
+          "Print this machine's facts: host name, OS, kernel, architecture, usable CPU cores and\n"
+          "memory (capped by the cgroup limits of this process), and GPUs as the CUDA runtime\n"
+          "(or NVML) sees them.\n"
+          "\n"
+          "Options:\n"
+          "  --json      one JSON object on one line\n"
+          "  -h, --help  this help\n");
 }
 
 /* "23.5 GiB"; the exact byte count goes into the JSON form. */
