@@ -31,19 +31,28 @@ typedef struct lc_hostinfo {
   size_t gpu_count;
   lc_gpu *gpus;           /**< gpu_count entries, owned by the hostinfo */
   char gpu_source[16];    /**< "cuda", "nvml", "nvidia-smi" or "none" */
-  char gpu_reason[256];   /**< when gpu_count is 0: why (no runtime library, no driver, ...) */
+  char gpu_reason[256];   /**< when gpu_count is 0: why (no runtime library, no driver, ...);
+                               with source "nvml": why the CUDA runtime was not used; else "" */
 } lc_hostinfo;
 
 /**
- * Reads this machine's facts. GPUs come from the CUDA runtime loaded at run time; no GPU is not
- * an error (gpu_reason says why). Returns 0 or -ENOMEM.
+ * Reads this machine's facts into a new hostinfo that the caller frees with lc_hostinfo_free.
+ * GPUs come from the CUDA runtime (libcudart, or the file LC_CUDART_PATH names) loaded at run time,
+ * numbered as CUDA numbers them, with NVML (libnvidia-ml.so.1, or LC_NVML_PATH) filling in UUIDs
+ * and listing the GPUs when no runtime works. No GPU, no driver and no CUDA are not errors:
+ * gpu_count is 0 and gpu_reason says why. Returns 0, -EINVAL (out is NULL) or -ENOMEM.
  */
 LC_EXTERN int lc_hostinfo_local(lc_hostinfo **out);
 
 /** Frees a hostinfo. NULL is fine. */
 LC_EXTERN void lc_hostinfo_free(lc_hostinfo *info);
 
-/** Renders info as one JSON object; free the string with lc_free. Returns 0 or -ENOMEM. */
+/**
+ * Renders info as one JSON object on one line (what `lazyclusterctl probe --json` prints):
+ * hostname, os, kernel, arch, cores, memory_bytes, gpus [{index, uuid, name, memory_bytes}],
+ * gpu_source, gpu_reason. Free the string with lc_free. Returns 0, -EINVAL (a NULL argument) or
+ * -ENOMEM.
+ */
 LC_EXTERN int lc_hostinfo_to_json(char **out, const lc_hostinfo *info);
 
 #ifdef __cplusplus

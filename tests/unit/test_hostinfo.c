@@ -491,21 +491,30 @@ static void test_local(void) {
 
 /* ---- GPUs without a GPU -------------------------------------------------------------------- */
 
-static lc_hostinfo *probe_with(const char *cudart, const char *fake_mode) {
+/* Probes with the given CUDA runtime and NVML (NULL: none) in the given moods (NULL: default). */
+static lc_hostinfo *probe_with_nvml(const char *cudart, const char *cuda_mode, const char *nvml,
+                                    const char *nvml_mode) {
   lc_hostinfo *info = NULL;
   setenv("LC_CUDART_PATH", cudart, 1);
-  setenv("LC_NVML_PATH", "/nonexistent/libnvidia-ml.so.1", 1);
-  if (fake_mode)
-    setenv("LC_FAKE_CUDA", fake_mode, 1);
+  setenv("LC_NVML_PATH", nvml ? nvml : "/nonexistent/libnvidia-ml.so.1", 1);
+  if (cuda_mode)
+    setenv("LC_FAKE_CUDA", cuda_mode, 1);
+  if (nvml_mode)
+    setenv("LC_FAKE_NVML", nvml_mode, 1);
   if (lc_hostinfo_local(&info) != 0)
     fprintf(stderr, "  lc_hostinfo_local failed: %s\n", lc_error_last());
   unsetenv("LC_CUDART_PATH");
   unsetenv("LC_NVML_PATH");
   unsetenv("LC_FAKE_CUDA");
+  unsetenv("LC_FAKE_NVML");
   if (info)
     fprintf(stderr, "  %s -> %zu GPU(s), source %s, reason: %s\n", cudart, info->gpu_count,
             info->gpu_source, info->gpu_reason);
   return info;
+}
+
+static lc_hostinfo *probe_with(const char *cudart, const char *fake_mode) {
+  return probe_with_nvml(cudart, fake_mode, NULL, NULL);
 }
 
 static void test_gpu_no_library(void) {
@@ -532,6 +541,15 @@ static const char *fake_cudart(void) {
 #ifdef LC_FAKE_CUDART
   if (p == NULL)
     p = LC_FAKE_CUDART;
+#endif
+  return p;
+}
+
+static const char *fake_nvml(void) {
+  const char *p = getenv("LC_FAKE_NVML_LIB");
+#ifdef LC_FAKE_NVML
+  if (p == NULL)
+    p = LC_FAKE_NVML;
 #endif
   return p;
 }
@@ -600,6 +618,91 @@ static void test_gpu_fake_errors(void) {
   }
 }
 
+/* With a working runtime, NVML (matched by PCI bus id) supplies the UUID and fills only what the
+ * runtime left empty. */
+static void test_gpu_nvml_enriches_cuda(void) {
+  lc_hostinfo *info;
+  LC_REQUIRE(fake_cudart() != NULL && fake_nvml() != NULL);
+  info = probe_with_nvml(fake_cudart(), "2", fake_nvml(), "3");
+  LC_REQUIRE(info != NULL && info->gpu_count == 2);
+  LC_CHECK_STR(info->gpu_source, "cuda");
+  LC_CHECK_STR(info->gpus[1].name, "Fake GPU One");
+  LC_CHECK_STR(info->gpus[1].uuid, "GPU-f0000001-0000-0000-0000-000000000001");
+  LC_CHECK(info->gpus[1].memory_bytes == 32 * GIB);
+  lc_hostinfo_free(info);
+  /* A runtime whose layout is unknown gives only names; NVML gives the rest. */
+  setenv("LC_FAKE_CUDA_VERSION", "14000", 1);
+  info = probe_with_nvml(fake_cudart(), "2", fake_nvml(), "3");
+  unsetenv("LC_FAKE_CUDA_VERSION");
+  LC_REQUIRE(info != NULL && info->gpu_count == 2);
+  LC_CHECK_STR(info->gpus[0].name, "Fake GPU \"Zero\"");
+  LC_CHECK_STR(info->gpus[0].uuid, "GPU-f0000000-0000-0000-0000-000000000000");
+  LC_CHECK(info->gpus[0].memory_bytes == 10 * GIB);
+  lc_hostinfo_free(info);
+}
+
+/* No working runtime: NVML lists the GPUs, and says why CUDA did not. */
+static void test_gpu_nvml_fallback(void) {
+  lc_hostinfo *info;
+  LC_REQUIRE(fake_cudart() != NULL && fake_nvml() != NULL);
+  info = probe_with_nvml(fake_cudart(), "35", fake_nvml(), "3");
+  LC_REQUIRE(info != NULL && info->gpu_count == 3);
+  LC_CHECK_STR(info->gpu_source, "nvml");
+  LC_CHECK_CONTAINS(info->gpu_reason, "listed by NVML; CUDA driver is missing or older");
+  for (int i = 0; i < 3; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "Fake NVML %d", i);
+    LC_CHECK(info->gpus[i].index == i);
+    LC_CHECK_STR(info->gpus[i].name, name);
+    LC_CHECK(info->gpus[i].memory_bytes == (uint64_t)(i + 1) * 10 * GIB);
+  }
+  lc_hostinfo_free(info);
+
+  /* CUDA_VISIBLE_DEVICES picks and renumbers, as CUDA would. */
+  setenv("CUDA_VISIBLE_DEVICES", "2,GPU-f0000000", 1);
+  info = probe_with_nvml("/nonexistent/libcudart.so", NULL, fake_nvml(), "3");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  LC_REQUIRE(info != NULL && info->gpu_count == 2);
+  LC_CHECK_STR(info->gpu_source, "nvml");
+  LC_CHECK(info->gpus[0].index == 0 && info->gpus[1].index == 1);
+  LC_CHECK_STR(info->gpus[0].name, "Fake NVML 2");
+  LC_CHECK_STR(info->gpus[1].name, "Fake NVML 0");
+  lc_hostinfo_free(info);
+
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  info = probe_with_nvml("/nonexistent/libcudart.so", NULL, fake_nvml(), "3");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  LC_REQUIRE(info != NULL);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_source, "none");
+  LC_CHECK_CONTAINS(info->gpu_reason, "none of them in CUDA_VISIBLE_DEVICES");
+  lc_hostinfo_free(info);
+}
+
+static void test_gpu_nvml_failures(void) {
+  lc_hostinfo *info;
+  LC_REQUIRE(fake_cudart() != NULL && fake_nvml() != NULL);
+  info = probe_with_nvml(fake_cudart(), "35", fake_nvml(), "9");
+  LC_REQUIRE(info != NULL);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_source, "none");
+  LC_CHECK_CONTAINS(info->gpu_reason, "cudaErrorInsufficientDriver");
+  LC_CHECK_CONTAINS(info->gpu_reason, "; NVML error 9: Driver Not Loaded");
+  lc_hostinfo_free(info);
+
+  info = probe_with_nvml(fake_cudart(), "35", fake_nvml(), "0");
+  LC_REQUIRE(info != NULL);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_CONTAINS(info->gpu_reason, "; NVML lists no GPU");
+  lc_hostinfo_free(info);
+
+  info = probe_with_nvml("/nonexistent/libcudart.so", NULL, "libm.so.6", NULL);
+  LC_REQUIRE(info != NULL);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_CONTAINS(info->gpu_reason, "; libm.so.6 is not an NVML library");
+  lc_hostinfo_free(info);
+}
+
 static void test_gpu_uuid_format(void) {
   unsigned char zero[16] = {0}, b[16];
   char buf[64] = "x";
@@ -646,5 +749,6 @@ LC_TEST_MAIN(LC_TEST(test_os_release), LC_TEST(test_os_release_quoting),
              LC_TEST(test_json_escaping), LC_TEST(test_json_object), LC_TEST(test_local),
              LC_TEST(test_gpu_no_library), LC_TEST(test_gpu_not_cuda),
              LC_TEST(test_gpu_fake_devices), LC_TEST(test_gpu_fake_unknown_layout),
-             LC_TEST(test_gpu_fake_errors), LC_TEST(test_gpu_uuid_format),
-             LC_TEST(test_gpu_visible_devices))
+             LC_TEST(test_gpu_fake_errors), LC_TEST(test_gpu_nvml_enriches_cuda),
+             LC_TEST(test_gpu_nvml_fallback), LC_TEST(test_gpu_nvml_failures),
+             LC_TEST(test_gpu_uuid_format), LC_TEST(test_gpu_visible_devices))
