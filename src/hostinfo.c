@@ -347,6 +347,8 @@ static int cgroup_dir(const char *root, const char *controller, char *dir, size_
     rel = path + ml;
   else
     rel = "";
+  if (strstr(rel, "/..") != NULL) /* outside this namespace's root: never climb above base */
+    rel = "";
   if (snprintf(dir, dn, "%s%s", base, strcmp(rel, "/") == 0 ? "" : rel) >= (int)dn || !is_dir(dir))
     snprintf(dir, dn, "%s", base);
   return 0;

@@ -214,6 +214,12 @@ static void test_cgroup_v1_foreign_path(void) {
   fx_write("proc/self/cgroup", "3:memory:/elsewhere/x\n");
   fx_write("sys/fs/cgroup/memory/memory.limit_in_bytes", "1073741824\n");
   LC_CHECK(lc__cgroup_memory_limit(root) == 1 * GIB);
+  /* A cgroup namespace shows cgroups outside it as "/.."; they are never looked up. */
+  fx_write("proc/self/mountinfo",
+           "35 31 0:32 / /sys/fs/cgroup/memory ro - cgroup cgroup rw,memory\n");
+  fx_write("proc/self/cgroup", "3:memory:/../other\n");
+  fx_write("sys/fs/cgroup/other/memory.limit_in_bytes", "1024\n");
+  LC_CHECK(lc__cgroup_memory_limit(root) == 1 * GIB);
   fx_done();
 }
 
