@@ -17,9 +17,10 @@
  */
 static const char lifeline_sh[] =
     "hb=$1; g=$2; c=$3\n"
+    "exec 3<&0 </dev/null\n"
     "f=${TMPDIR:-/tmp}/.lc-hb.$$\n"
     ": >\"$f\" 2>/dev/null || f=\n"
-    "setsid /bin/sh -c \"$c\" </dev/null &\n"
+    "setsid /bin/sh -c \"$c\" 3<&- &\n"
     "p=$!\n"
     "end() {\n"
     "  kill -TERM -\"$p\" 2>/dev/null || return 0\n"
@@ -28,12 +29,12 @@ static const char lifeline_sh[] =
     "  kill -KILL -\"$p\" 2>/dev/null\n"
     "  return 0\n"
     "}\n"
-    "( while IFS= read -r l; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done; end )"
-    " >/dev/null 2>&1 &\n"
+    "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done;"
+    " end ) >/dev/null 2>&1 &\n"
     "r=$!; w=\n"
     "if [ \"$hb\" -gt 0 ] && [ -n \"$f\" ]; then\n"
     "  ( while sleep 1; do echo >>\"$f\"; n=0; while read -r x; do n=$((n+1)); done <\"$f\";"
-    " [ \"$n\" -gt \"$hb\" ] && break; done; end ) </dev/null >/dev/null 2>&1 &\n"
+    " [ \"$n\" -gt \"$hb\" ] && break; done; end ) 3<&- >/dev/null 2>&1 &\n"
     "  w=$!\n"
     "fi\n"
     "wait \"$p\" 2>/dev/null; s=$?\n"
@@ -167,5 +168,18 @@ int lc__signal_from_name(const char *name) {
   for (size_t i = 0; i < LC_ARRAY_SIZE(sigs); i++)
     if (strcmp(sigs[i].name, name) == 0)
       return sigs[i].sig;
+  return 0;
+}
+
+int lc_shell_quote(char **out, const char *arg) {
+  lc__buf b = {0};
+  *out = NULL;
+  if (arg == NULL)
+    return lc__error_set(-EINVAL, "shell_quote: no argument given");
+  if (lc__buf_shell_quote(&b, arg) < 0) {
+    lc__buf_free(&b);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  *out = b.data;
   return 0;
 }

@@ -63,7 +63,8 @@ const char *lc_error_last(void) { return last_error; }
 
 void lc__error_clear(void) { last_error[0] = '\0'; }
 
-static void format_into(char *dst, size_t n, const char *fmt, va_list ap) {
+__attribute__((format(printf, 3, 0))) static void format_into(char *dst, size_t n, const char *fmt,
+                                                          va_list ap) {
   if (vsnprintf(dst, n, fmt, ap) < 0)
     snprintf(dst, n, "(unformattable error)");
 }

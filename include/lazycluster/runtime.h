@@ -170,6 +170,12 @@ LC_EXTERN int lc_runtime_write_file(lc_runtime *rt, const char *remote_path, con
  */
 LC_EXTERN int lc_runtime_workdir(const char **out, lc_runtime *rt);
 
+/**
+ * Quotes arg for a POSIX shell ('it'\''s'), for building a command from arguments.
+ * Free *out with lc_free. Returns 0 or -ENOMEM.
+ */
+LC_EXTERN int lc_shell_quote(char **out, const char *arg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -39,7 +39,7 @@ typedef struct sconn sconn;
 typedef struct schan schan;
 
 enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, C_READY, C_DEAD };
-enum chan_state { CH_QUEUED, CH_OPENING, CH_EXEC, CH_RUNNING };
+enum chan_state { CH_QUEUED, CH_OPENING, CH_EXEC, CH_RUNNING, CH_CLOSING };
 enum chan_kind { K_EXEC, K_RELAY };
 
 struct schan {
@@ -50,6 +50,7 @@ struct schan {
   ssh_channel ch;
   struct ssh_channel_callbacks_struct cb;
   lc_process *p; /* K_EXEC: NULL once detached */
+  int remote_closed;
 
   /* K_RELAY: a direct-tcpip channel relayed to a local stream (a ProxyJump hop) */
   sconn *owner;      /* the connection that rides on this relay */
@@ -79,6 +80,8 @@ struct sconn {
   int poll_mask;
   int poll_inited;
   uv_timer_t timer; /* connect timeout, then keepalive */
+  uv_timer_t retry; /* a refused session channel tries again */
+  int session_cap;  /* session channels the host allows at once (sshd MaxSessions) */
   int timer_inited;
   uv_getaddrinfo_t gai;
   struct addrinfo *ai_list, *ai_next;
@@ -101,6 +104,7 @@ static void conn_fail(sconn *c, int code, const char *fmt, ...)
 static void conn_drive(sconn *c);
 static void conn_update_poll(sconn *c);
 static void chans_pump(sconn *c);
+static void on_poll(uv_poll_t *h, int status, int events);
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
@@ -110,8 +114,10 @@ static const char *ssh_err(sconn *c) {
 }
 
 static void timer_stop(sconn *c) {
-  if (c->timer_inited)
+  if (c->timer_inited) {
     uv_timer_stop(&c->timer);
+    uv_timer_stop(&c->retry);
+  }
 }
 
 static void handle_closed(uv_handle_t *h) {
@@ -159,16 +165,27 @@ static void relay_pipe_closed(uv_handle_t *h) {
   free(k);
 }
 
-/* Ends an exec channel: reports p (with err, or NULL when it ran) and frees the channel. */
-static void exec_end(schan *k, const lc__err *err) {
+/*
+ * Ends an exec channel: reports p (with err, or NULL when it ran). The channel itself stays, in
+ * CH_CLOSING, until the host confirms the close, since sshd counts it against MaxSessions until
+ * then; force frees it at once (the connection is going away).
+ */
+static void exec_end(schan *k, const lc__err *err, int force) {
   lc_process *p = k->p;
-  chan_unlink(k);
-  chan_free_ssh(k);
   k->p = NULL;
   if (p != NULL) {
     p->backend = NULL;
     lc__proc_closed(p, err);
   }
+  if (!force && k->ch != NULL && k->state >= CH_EXEC && !k->remote_closed) {
+    if (k->state != CH_CLOSING) {
+      k->state = CH_CLOSING;
+      ssh_channel_close(k->ch);
+    }
+    return;
+  }
+  chan_unlink(k);
+  chan_free_ssh(k);
   free(k);
 }
 
@@ -176,7 +193,7 @@ static void relay_end(schan *k);
 
 static void chan_end(schan *k, const lc__err *err) {
   if (k->kind == K_EXEC)
-    exec_end(k, err);
+    exec_end(k, err, 1);
   else
     relay_end(k);
 }
@@ -187,6 +204,13 @@ static void on_exit_status(ssh_session s, ssh_channel ch, int status, void *user
   (void)ch;
   if (k->p != NULL)
     lc__proc_exit(k->p, status, 0);
+}
+
+static void on_channel_close(ssh_session s, ssh_channel ch, void *userdata) {
+  schan *k = userdata;
+  (void)s;
+  (void)ch;
+  k->remote_closed = 1;
 }
 
 static void on_exit_signal(ssh_session s, ssh_channel ch, const char *signal, int core,
@@ -251,6 +275,14 @@ static int exec_read(schan *k) {
   return 0;
 }
 
+static void on_retry(uv_timer_t *t) {
+  sconn *c = t->data;
+  if (c->state == C_READY) {
+    chans_pump(c);
+    conn_update_poll(c);
+  }
+}
+
 /* Moves an exec channel along: open, exec, then write, read and notice its end. */
 static void exec_pump(schan *k) {
   sconn *c = k->c;
@@ -259,11 +291,11 @@ static void exec_pump(schan *k) {
 
   switch (k->state) {
   case CH_QUEUED:
-    if (c->sessions >= MAX_SESSIONS)
+    if (c->sessions >= c->session_cap)
       return;
     if ((k->ch = ssh_channel_new(c->s)) == NULL) {
       lc__err_set(&err, LC_ESSH, "%s: cannot create a channel: %s", c->rt->name, ssh_err(c));
-      exec_end(k, &err);
+      exec_end(k, &err, 0);
       return;
     }
     c->sessions++;
@@ -272,16 +304,26 @@ static void exec_pump(schan *k) {
   case CH_OPENING:
     if ((r = ssh_channel_open_session(k->ch)) == SSH_AGAIN)
       return;
+    if (r != SSH_OK && c->sessions > 1) {
+      /* The host is at its MaxSessions, perhaps still reaping a closed channel: queue again
+       * with at most this many at once, and try again shortly. */
+      chan_free_ssh(k);
+      k->state = CH_QUEUED;
+      c->session_cap = c->sessions > 1 ? c->sessions : 1;
+      uv_timer_start(&c->retry, on_retry, 50, 0);
+      return;
+    }
     if (r != SSH_OK) {
       lc__err_set(&err, LC_ESSH, "%s: the host refused a session channel: %s", c->rt->name,
                   ssh_err(c));
-      exec_end(k, &err);
+      exec_end(k, &err, 0);
       return;
     }
     ssh_callbacks_init(&k->cb);
     k->cb.userdata = k;
     k->cb.channel_exit_status_function = on_exit_status;
     k->cb.channel_exit_signal_function = on_exit_signal;
+    k->cb.channel_close_function = on_channel_close;
     ssh_set_channel_callbacks(k->ch, &k->cb);
     k->state = CH_EXEC;
     /* fall through */
@@ -291,7 +333,7 @@ static void exec_pump(schan *k) {
     if (r != SSH_OK) {
       lc__err_set(&err, LC_ESSH, "%s: the host refused to run the command: %s", c->rt->name,
                   ssh_err(c));
-      exec_end(k, &err);
+      exec_end(k, &err, 0);
       return;
     }
     k->state = CH_RUNNING;
@@ -299,12 +341,16 @@ static void exec_pump(schan *k) {
   case CH_RUNNING:
     if (exec_read(k) < 0 || (k->p != NULL && exec_write(k) < 0)) {
       lc__err_set(&err, LC_ESSH, "%s: channel failed: %s", c->rt->name, ssh_err(c));
-      exec_end(k, &err);
+      exec_end(k, &err, 0);
       return;
     }
-    if (ssh_channel_is_closed(k->ch) ||
-        (ssh_channel_is_eof(k->ch) && k->p != NULL && k->p->exited))
-      exec_end(k, NULL);
+    if (k->remote_closed || (ssh_channel_is_eof(k->ch) && k->p != NULL && k->p->exited))
+      exec_end(k, NULL, 0);
+    return;
+  case CH_CLOSING:
+    exec_read(k); /* discards what still arrives */
+    if (k->remote_closed)
+      exec_end(k, NULL, 1);
     return;
   }
 }
@@ -569,7 +615,7 @@ static void conn_update_poll(sconn *c) {
     mask |= UV_WRITABLE;
   if (mask != c->poll_mask) {
     c->poll_mask = mask;
-    uv_poll_start(&c->poll, mask, NULL);
+    uv_poll_start(&c->poll, mask, on_poll);
   }
 }
 
@@ -927,9 +973,11 @@ static void ssh_connect_start(lc_runtime *rt) {
   struct addrinfo hints;
 
   uv_timer_init(loop, &c->timer);
-  c->timer.data = c;
+  uv_timer_init(loop, &c->retry);
+  c->timer.data = c->retry.data = c;
   c->timer_inited = 1;
-  c->open_handles++;
+  c->open_handles += 2;
+  c->session_cap = MAX_SESSIONS;
   uv_timer_start(&c->timer, on_connect_timeout, (uint64_t)rt->opts.connect_timeout_ms, 0);
 
   if (rt->jump != NULL) {
@@ -1027,7 +1075,7 @@ static void ssh_proc_abort(lc_process *p) {
     return;
   sconn *c = k->c;
   /* Closing the channel gives the lifeline its EOF: it ends the process group. */
-  exec_end(k, NULL);
+  exec_end(k, NULL, 0);
   chans_pump(c); /* a queued process may take the freed session */
   conn_update_poll(c);
 }
@@ -1061,6 +1109,7 @@ static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
   if (c->timer_inited) {
     c->timer_inited = 0;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
+    uv_close((uv_handle_t *)&c->retry, handle_closed);
   }
   /* one extra count so that handles closing during this call cannot free c under us */
   c->open_handles++;

@@ -1,0 +1,103 @@
+/*
+ * testenv.h - the integration tests' view of the test hosts made by tests/support/testhosts.
+ *
+ * ctest starts the hosts (fixture testhosts_up) and passes LC_TESTHOSTS_DIR and LC_TESTHOSTS.
+ * Without them a test fails loudly: it never passes by skipping.
+ */
+#ifndef LC_TESTENV_H
+#define LC_TESTENV_H
+
+#include "lazycluster.h"
+
+#include <dirent.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static inline const char *th_dir(void) {
+  const char *d = getenv("LC_TESTHOSTS_DIR");
+  if (d == NULL || access(d, R_OK) != 0) {
+    fprintf(stderr, "FATAL: no test hosts: LC_TESTHOSTS_DIR is unset or missing (run through "
+                    "ctest, or: tests/support/testhosts up 8 --dir DIR)\n");
+    exit(2);
+  }
+  return d;
+}
+
+static inline const char *th_config(void) {
+  static char path[4096];
+  snprintf(path, sizeof(path), "%s/ssh_config", th_dir());
+  return path;
+}
+
+/* Runs "testhosts ARGS --dir DIR"; returns its exit status. */
+static inline int th_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline int th_run(const char *fmt, ...) {
+  char args[2048], cmd[4096];
+  const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
+  va_list ap;
+  int st;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof(args), fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof(cmd), "%s %s --dir %s", script, args, th_dir());
+  st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The address of host i, from hosts.txt ("labI ADDRESS NETNS"). */
+static inline const char *th_addr(int i) {
+  static char addrs[64][64];
+  char path[4096], name[64], addr[64], ns[128];
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/hosts.txt", th_dir());
+  if ((f = fopen(path, "r")) == NULL)
+    return "";
+  while (fscanf(f, "%63s %63s %127s", name, addr, ns) == 3) {
+    int n = atoi(name + 3);
+    if (n >= 0 && n < 64)
+      snprintf(addrs[n], sizeof(addrs[n]), "%s", addr);
+  }
+  fclose(f);
+  return addrs[i];
+}
+
+/* How many processes in host i's network namespace have a command line containing pattern. */
+static inline int th_count_procs(int i, const char *pattern) {
+  char cmd[4096], line[64];
+  const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
+  FILE *p;
+  int count = 0;
+  snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", script, i, th_dir());
+  if ((p = popen(cmd, "r")) == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), p) != NULL) {
+    char path[128], buf[8192];
+    FILE *c;
+    size_t n;
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", atoi(line));
+    if ((c = fopen(path, "r")) == NULL)
+      continue;
+    n = fread(buf, 1, sizeof(buf) - 1, c);
+    fclose(c);
+    for (size_t k = 0; k < n; k++)
+      if (buf[k] == '\0')
+        buf[k] = ' ';
+    buf[n] = '\0';
+    if (strstr(buf, pattern) != NULL)
+      count++;
+  }
+  pclose(p);
+  return count;
+}
+
+/* Options for the test hosts' config. */
+static inline lc_runtime_options th_options(void) {
+  lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
+  o.ssh_config = th_config();
+  return o;
+}
+
+#endif /* LC_TESTENV_H */
