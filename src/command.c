@@ -59,12 +59,12 @@ static int valid_env_name(const char *s, size_t n) {
 static int append_path(lc__buf *b, const char *path) {
   int r;
   if (strncmp(path, "~/", 2) == 0) {
-    if ((r = lc__buf_append(b, "\"$HOME\"/", 8)) < 0)
+    if ((r = lc__buf_puts(b, "\"$HOME\"/")) < 0)
       return r;
     return lc__buf_shell_quote(b, path + 2);
   }
   if (strcmp(path, "~") == 0)
-    return lc__buf_append(b, "\"$HOME\"", 7);
+    return lc__buf_puts(b, "\"$HOME\"");
   return lc__buf_shell_quote(b, path);
 }
 
@@ -74,8 +74,8 @@ int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options
   int r = 0;
 
   if (opts != NULL && opts->cwd != NULL && opts->cwd[0] != '\0') {
-    if ((r = lc__buf_append(&inner, "cd -- ", 6)) < 0 || (r = append_path(&inner, opts->cwd)) < 0 ||
-        (r = lc__buf_append(&inner, " || exit 126\n", 13)) < 0)
+    if ((r = lc__buf_puts(&inner, "cd -- ")) < 0 || (r = append_path(&inner, opts->cwd)) < 0 ||
+        (r = lc__buf_puts(&inner, " || exit 126\n")) < 0)
       goto out;
   }
   for (const char *const *e = opts ? opts->env : NULL; e != NULL && *e != NULL; e++) {
@@ -85,21 +85,21 @@ int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options
                                     "of letters, digits and _", *e);
       goto out;
     }
-    if ((r = lc__buf_append(&inner, "export ", 7)) < 0 ||
+    if ((r = lc__buf_puts(&inner, "export ")) < 0 ||
         (r = lc__buf_append(&inner, *e, (size_t)(eq - *e) + 1)) < 0 ||
-        (r = lc__buf_shell_quote(&inner, eq + 1)) < 0 || (r = lc__buf_append(&inner, "\n", 1)) < 0)
+        (r = lc__buf_shell_quote(&inner, eq + 1)) < 0 || (r = lc__buf_puts(&inner, "\n")) < 0)
       goto out;
   }
   if ((r = lc__buf_append(&inner, command, strlen(command))) < 0)
     goto out;
 
   if (heartbeat_s >= 0) {
-    if ((r = lc__buf_append(out, "exec /bin/sh -c ", 16)) < 0 ||
+    if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
         (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
         (r = lc__buf_printf(out, " lc-lifeline %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
         (r = lc__buf_shell_quote(out, inner.data)) < 0)
       goto out;
-  } else if ((r = lc__buf_append(out, "exec /bin/sh -c ", 16)) < 0 ||
+  } else if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
              (r = lc__buf_shell_quote(out, inner.data)) < 0) {
     goto out;
   }
@@ -112,7 +112,7 @@ out:
 
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode) {
   int r;
-  if ((r = lc__buf_append(out, "umask 077\nf=", 12)) < 0 || (r = append_path(out, path)) < 0)
+  if ((r = lc__buf_puts(out, "umask 077\nf=")) < 0 || (r = append_path(out, path)) < 0)
     return r;
   return lc__buf_printf(
       out,
@@ -129,7 +129,7 @@ int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsign
 
 int lc__command_get_file(lc__buf *out, const char *path) {
   int r;
-  if ((r = lc__buf_append(out, "f=", 2)) < 0 || (r = append_path(out, path)) < 0)
+  if ((r = lc__buf_puts(out, "f=")) < 0 || (r = append_path(out, path)) < 0)
     return r;
   return lc__buf_printf(out, "\n"
                              "[ -f \"$f\" ] || { echo \"$f: no such regular file\" >&2; exit 2; }\n"
@@ -143,11 +143,11 @@ int lc__command_workdir(lc__buf *out, const char *root, const char *name) {
   int r;
   if (root == NULL || root[0] == '\0')
     r = lc__buf_printf(out, "r=\"${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster\"\n");
-  else if ((r = lc__buf_append(out, "r=", 2)) >= 0 && (r = append_path(out, root)) >= 0)
-    r = lc__buf_append(out, "\n", 1);
+  else if ((r = lc__buf_puts(out, "r=")) >= 0 && (r = append_path(out, root)) >= 0)
+    r = lc__buf_puts(out, "\n");
   if (r < 0)
     return r;
-  if ((r = lc__buf_append(out, "mkdir -p \"$r\" && d=$(mktemp -d \"$r\"/", 37)) < 0 ||
+  if ((r = lc__buf_printf(out, "mkdir -p \"$r\" && d=$(mktemp -d \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0)
     return r;
   return lc__buf_printf(out, "'.XXXXXX') && printf '%%s\\n' \"$d\"\n");

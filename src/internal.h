@@ -44,6 +44,7 @@ typedef struct lc__buf {
   size_t cap;
 } lc__buf;
 int lc__buf_append(lc__buf *b, const void *data, size_t n);
+int lc__buf_puts(lc__buf *b, const char *s);
 int lc__buf_printf(lc__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s quoted for a POSIX shell: 'it'\''s'. */
 int lc__buf_shell_quote(lc__buf *b, const char *s);

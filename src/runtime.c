@@ -80,7 +80,7 @@ static void on_heartbeat(uv_timer_t *t) {
   for (lc_process *p = rt->procs; p != NULL; p = p->next) {
     if (!p->lifeline || p->finished)
       continue;
-    if (lc__buf_append(&p->in, "h\n", 2) == 0)
+    if (lc__buf_puts(&p->in, "h\n") == 0)
       rt->ops->proc_kick(p);
   }
 }
@@ -211,7 +211,7 @@ void lc_runtime_free(lc_runtime *rt) {
     lc__buf cmd = {0};
     lc_exec_options eo = {.version = LC_EXEC_OPTIONS_VERSION, .timeout_ms = 10000};
     lc_exec_result res;
-    if (lc__buf_append(&cmd, "rm -rf -- ", 10) == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0)
+    if (lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0)
       lc_runtime_exec(&res, rt, cmd.data, &eo);
     lc__buf_free(&cmd);
   }
@@ -243,7 +243,7 @@ static void deliver_line(lc_process *p, lc_stream stream, const char *line, size
   if (stream == LC_STDERR) {
     lc__buf *t = &p->err_tail;
     lc__buf_append(t, line, len < 512 ? len : 512);
-    lc__buf_append(t, "\n", 1);
+    lc__buf_puts(t, "\n");
     if (t->len > ERR_TAIL_MAX) {
       const char *cut = memchr(t->data + (t->len - ERR_TAIL_MAX), '\n', ERR_TAIL_MAX);
       lc__buf_consume(t, cut ? (size_t)(cut - t->data) + 1 : t->len - ERR_TAIL_MAX);
@@ -410,7 +410,7 @@ static void stop_fn(lc__call *c) {
   lc_process *p = ((proc_call *)c)->p;
   if (!p->finished && p->rt != NULL) {
     if (p->lifeline) {
-      if (lc__buf_append(&p->in, "s\n", 2) == 0)
+      if (lc__buf_puts(&p->in, "s\n") == 0)
         p->rt->ops->proc_kick(p);
     } else {
       p->rt->ops->proc_abort(p);

@@ -64,6 +64,8 @@ int lc__buf_append(lc__buf *b, const void *data, size_t n) {
   return 0;
 }
 
+int lc__buf_puts(lc__buf *b, const char *s) { return lc__buf_append(b, s, strlen(s)); }
+
 int lc__buf_printf(lc__buf *b, const char *fmt, ...) {
   va_list ap;
   int n, r;
