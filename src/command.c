@@ -12,21 +12,29 @@
 /*
  * The lifeline: runs "$3" in its own session and process group, with stdin as a control line:
  * "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group, $2 tenths of a second of
- * grace, then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. The wrapper
- * exits as the command did; a command ended by a signal is reported as that signal.
+ * grace, then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. Processes that
+ * left the group (setsid, double fork) are found by the LC_LIFELINE variable they inherited and
+ * ended with it, also when the command exits by itself. The wrapper exits as the command did; a
+ * command ended by a signal is reported as that signal.
  */
 static const char lifeline_sh[] =
     "hb=$1; g=$2; c=$3\n"
     "exec 3<&0 </dev/null\n"
     "f=${TMPDIR:-/tmp}/.lc-hb.$$\n"
     ": >\"$f\" 2>/dev/null || f=\n"
-    "setsid /bin/sh -c \"$c\" 3<&- &\n"
+    "LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- &\n"
     "p=$!\n"
+    /* sweep SIG: processes that left the group (setsid, daemons) still carry LC_LIFELINE */
+    "sweep() {\n"
+    "  for q in $(grep -lzx \"LC_LIFELINE=$$\" /proc/[0-9]*/environ 2>/dev/null); do\n"
+    "    q=${q#/proc/}; kill -\"$1\" \"${q%/environ}\" 2>/dev/null\n"
+    "  done\n"
+    "}\n"
     "end() {\n"
-    "  kill -TERM -\"$p\" 2>/dev/null || return 0\n"
+    "  kill -TERM -\"$p\" 2>/dev/null; sweep TERM\n"
     "  i=0\n"
     "  while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\" 2>/dev/null; do sleep 0.1; i=$((i+1)); done\n"
-    "  kill -KILL -\"$p\" 2>/dev/null\n"
+    "  kill -KILL -\"$p\" 2>/dev/null; sweep KILL\n"
     "  return 0\n"
     "}\n"
     "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done;"

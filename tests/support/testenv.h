@@ -64,7 +64,8 @@ static inline const char *th_addr(int i) {
   return addrs[i];
 }
 
-/* How many processes in host i's network namespace have a command line containing pattern. */
+/* How many processes in host i's network namespace have a command line containing pattern
+ * (starting with it, when pattern begins with '^'). */
 static inline int th_count_procs(int i, const char *pattern) {
   char cmd[4096], line[64];
   const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
@@ -86,7 +87,8 @@ static inline int th_count_procs(int i, const char *pattern) {
       if (buf[k] == '\0')
         buf[k] = ' ';
     buf[n] = '\0';
-    if (strstr(buf, pattern) != NULL)
+    if (pattern[0] == '^' ? strncmp(buf, pattern + 1, strlen(pattern + 1)) == 0
+                          : strstr(buf, pattern) != NULL)
       count++;
   }
   pclose(p);
