@@ -157,13 +157,14 @@ static void chan_free_ssh(schan *k) {
   }
 }
 
-static void relay_pipe_closed(uv_handle_t *h) {
-  schan *k = h->data;
+static void relay_free(schan *k) {
   lc__buf_free(&k->to_chan);
   free(k->wbuf);
   free(k->target_host);
   free(k);
 }
+
+static void relay_pipe_closed(uv_handle_t *h) { relay_free(h->data); }
 
 /*
  * Ends an exec channel: reports p (with err, or NULL when it ran). The channel itself stays, in
@@ -254,25 +255,39 @@ static int exec_write(schan *k) {
   return 0;
 }
 
-/* Drains both streams into p. Returns -1 on a channel error. */
+/*
+ * Drains both streams into p, again and again: reading one stream may process packets that bring
+ * more of the other. Returns -1 on a channel error.
+ */
 static int exec_read(schan *k) {
   static char buf[READ_CHUNK]; /* engine thread only */
-  for (int is_err = 0; is_err < 2; is_err++) {
-    for (;;) {
-      int n = ssh_channel_read_nonblocking(k->ch, buf, sizeof(buf), is_err);
-      if (n > 0) {
-        if (k->p != NULL)
-          lc__proc_data(k->p, is_err ? LC_STDERR : LC_STDOUT, buf, (size_t)n);
-        continue;
+  int got;
+  do {
+    got = 0;
+    for (int is_err = 0; is_err < 2; is_err++) {
+      for (;;) {
+        int n = ssh_channel_read_nonblocking(k->ch, buf, sizeof(buf), is_err);
+        if (n > 0) {
+          got = 1;
+          if (k->p != NULL)
+            lc__proc_data(k->p, is_err ? LC_STDERR : LC_STDOUT, buf, (size_t)n);
+          continue;
+        }
+        if (n == 0 || n == SSH_AGAIN || n == SSH_EOF)
+          break;
+        if (ssh_channel_is_eof(k->ch) || ssh_channel_is_closed(k->ch))
+          break;
+        return -1;
       }
-      if (n == 0 || n == SSH_AGAIN || n == SSH_EOF)
-        break;
-      if (ssh_channel_is_eof(k->ch) || ssh_channel_is_closed(k->ch))
-        break;
-      return -1;
     }
-  }
+  } while (got);
   return 0;
+}
+
+/* Nothing left to read: the host sent EOF and both buffers are empty. */
+static int exec_drained(schan *k) {
+  return ssh_channel_is_eof(k->ch) && ssh_channel_poll(k->ch, 0) <= 0 &&
+         ssh_channel_poll(k->ch, 1) <= 0;
 }
 
 static void on_retry(uv_timer_t *t) {
@@ -344,7 +359,9 @@ static void exec_pump(schan *k) {
       exec_end(k, &err, 0);
       return;
     }
-    if (k->remote_closed || (ssh_channel_is_eof(k->ch) && k->p != NULL && k->p->exited))
+    if ((k->remote_closed || (k->p != NULL && k->p->exited)) && exec_drained(k))
+      exec_end(k, NULL, 0);
+    else if (k->remote_closed && !ssh_channel_is_eof(k->ch))
       exec_end(k, NULL, 0);
     return;
   case CH_CLOSING:
@@ -374,7 +391,7 @@ static void relay_end(schan *k) {
     k->pipe_open = 0;
     uv_close((uv_handle_t *)&k->pipe, relay_pipe_closed);
   } else {
-    relay_pipe_closed((uv_handle_t *)&k->pipe);
+    relay_free(k);
   }
 }
 
@@ -539,7 +556,17 @@ static void poll_stop(sconn *c) {
   }
 }
 
+static void tcp_poll_stop(sconn *c) {
+  if (c->tcp_poll_fd >= 0) {
+    uv_poll_stop(&c->tcp_poll);
+    uv_close((uv_handle_t *)&c->tcp_poll, handle_closed);
+    close(c->tcp_poll_fd);
+    c->tcp_poll_fd = -1;
+  }
+}
+
 static void session_free(sconn *c) {
+  tcp_poll_stop(c);
   poll_stop(c);
   if (c->ev != NULL) {
     if (c->s != NULL)
@@ -561,6 +588,7 @@ static void session_free(sconn *c) {
 /* Every channel ends with err; the runtime hears it is down. */
 static void conn_lost(sconn *c, const lc__err *err) {
   c->state = C_DEAD;
+  lc__runtime_lost(c->rt, err); /* before the waiters wake: they may ask */
   timer_stop(c);
   while (c->chans != NULL)
     chan_end(c->chans, err);
@@ -571,7 +599,6 @@ static void conn_lost(sconn *c, const lc__err *err) {
     relay_end(k);
   }
   session_free(c);
-  lc__runtime_lost(c->rt, err);
 }
 
 static void conn_fail(sconn *c, int code, const char *fmt, ...) {
@@ -878,14 +905,13 @@ static void on_tcp_writable(uv_poll_t *h, int status, int events) {
   int err = 0;
   socklen_t len = sizeof(err);
   (void)events;
-  uv_poll_stop(h);
-  if (status < 0)
-    err = -status;
-  else if (getsockopt(c->sock, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+  (void)h;
+  /* libuv reports POLLERR as a status; the socket's own error says what happened */
+  if (getsockopt(c->sock, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
     err = errno;
-  uv_close((uv_handle_t *)h, handle_closed);
-  close(c->tcp_poll_fd);
-  c->tcp_poll_fd = -1;
+  if (err == 0 && status < 0)
+    err = -status;
+  tcp_poll_stop(c);
   if (c->state != C_TCP)
     return;
   if (err != 0) {
