@@ -1,0 +1,178 @@
+/*
+ * test_core.c - the pieces below the runtimes that need no host: error codes and details, the
+ * buffer and shell quoting, the composed shell text (run through this machine's /bin/sh), signal
+ * names, and the engine's start and stop.
+ */
+#include "lc_test.h"
+#include "runtime_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/wait.h>
+
+static void test_error_names_and_texts(void) {
+  LC_CHECK_STR(lc_err_name(LC_EAUTH), "LC_EAUTH");
+  LC_CHECK_STR(lc_err_name(LC_EHOSTKEYCHANGED), "LC_EHOSTKEYCHANGED");
+  LC_CHECK_STR(lc_err_name(-ETIMEDOUT), "ETIMEDOUT");
+  LC_CHECK_STR(lc_err_name(-EADDRINUSE), "EADDRINUSE");
+  LC_CHECK_STR(lc_err_name(0), "LC_OK");
+  LC_CHECK_STR(lc_err_name(-29999), "LC_EUNKNOWN");
+  LC_CHECK_STR(lc_strerror(LC_EKEYLOCKED), "private key is encrypted and cannot be unlocked");
+  LC_CHECK_STR(lc_strerror(-ECONNREFUSED), "Connection refused");
+  LC_CHECK_STR(lc_strerror(12345), "unknown error");
+  LC_CHECK(lc_error_last() != NULL);
+  LC_CHECK(lc__error_set(LC_ECONFIG, "lab%d: bad %s", 3, "thing") == LC_ECONFIG);
+  LC_CHECK_STR(lc_error_last(), "lab3: bad thing");
+  lc__error_clear();
+  LC_CHECK_STR(lc_error_last(), "");
+}
+
+static void *other_thread(void *arg) {
+  (void)arg;
+  lc__error_set(-EINVAL, "from another thread");
+  return NULL;
+}
+
+static void test_error_detail_is_per_thread(void) {
+  pthread_t t;
+  lc__error_set(-EIO, "mine");
+  pthread_create(&t, NULL, other_thread, NULL);
+  pthread_join(t, NULL);
+  LC_CHECK_STR(lc_error_last(), "mine");
+}
+
+static void test_err_carries_across_threads(void) {
+  lc__err e = {0};
+  LC_CHECK(lc__err_set(&e, LC_EREMOTE, "host %s", "lab1") == LC_EREMOTE);
+  LC_CHECK(lc__err_raise(&e) == LC_EREMOTE);
+  LC_CHECK_STR(lc_error_last(), "host lab1");
+}
+
+/* Runs text with /bin/sh -c and returns its stdout (first 4 KiB). */
+static const char *sh_out(const char *text) {
+  static char out[4096];
+  lc__buf cmd = {0};
+  FILE *p;
+  size_t n = 0;
+  lc__buf_puts(&cmd, "/bin/sh -c ");
+  lc__buf_shell_quote(&cmd, text);
+  out[0] = '\0';
+  if ((p = popen(cmd.data, "r")) != NULL) {
+    n = fread(out, 1, sizeof(out) - 1, p);
+    pclose(p);
+  }
+  out[n] = '\0';
+  lc__buf_free(&cmd);
+  return out;
+}
+
+static void test_shell_quote_round_trip(void) {
+  static const char *values[] = {"plain", "two words", "it's", "'", "''", "$HOME", "`id`",
+                                 "back\\slash", "new\nline", "ü∑日本", "*", "", "a\"b"};
+  for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+    char *q = NULL;
+    lc__buf cmd = {0};
+    LC_REQUIRE_OK(lc_shell_quote(&q, values[i]));
+    lc__buf_printf(&cmd, "printf '%%s' %s", q);
+    LC_CHECK_STR(sh_out(cmd.data), values[i]);
+    lc_free(q);
+    lc__buf_free(&cmd);
+  }
+  {
+    char *q = NULL;
+    LC_CHECK(lc_shell_quote(&q, NULL) == -EINVAL && q == NULL);
+  }
+}
+
+static void test_buf(void) {
+  lc__buf b = {0};
+  LC_CHECK_OK(lc__buf_puts(&b, "hello"));
+  LC_CHECK_OK(lc__buf_printf(&b, " %d %s", 42, "x"));
+  LC_CHECK_STR(b.data, "hello 42 x");
+  lc__buf_consume(&b, 6);
+  LC_CHECK_STR(b.data, "42 x");
+  lc__buf_consume(&b, 100);
+  LC_CHECK(b.len == 0 && b.data[0] == '\0');
+  for (int i = 0; i < 10000; i++)
+    lc__buf_puts(&b, "0123456789");
+  LC_CHECK(b.len == 100000);
+  lc__buf_free(&b);
+  LC_CHECK(b.data == NULL && b.len == 0);
+}
+
+/* The composed command: env values and cwd arrive intact; bad names are refused by name. */
+static void test_compose(void) {
+  const char *env[] = {"A=x y", "B=it's $HOME", "C=", NULL};
+  lc_exec_options o = LC_EXEC_OPTIONS_INIT;
+  lc__buf out = {0};
+  lc__err err = {0};
+  o.env = env;
+  o.cwd = "/";
+  LC_REQUIRE_OK(lc__command_compose(&out, "printf '%s|%s|%s|' \"$A\" \"$B\" \"$C\"; pwd", &o, -1,
+                                    0, &err));
+  LC_CHECK_STR(sh_out(out.data), "x y|it's $HOME||/\n");
+  lc__buf_free(&out);
+  {
+    const char *bad[] = {"NOEQUALS", NULL};
+    o.env = bad;
+    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, &err) == -EINVAL);
+    LC_CHECK_CONTAINS(err.msg, "NOEQUALS");
+    lc__buf_free(&out);
+  }
+  {
+    const char *bad[] = {"A-B=1", NULL};
+    o.env = bad;
+    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, &err) == -EINVAL);
+    LC_CHECK_CONTAINS(err.msg, "A-B=1");
+    lc__buf_free(&out);
+  }
+}
+
+/* The lifeline with stdin at EOF at once: the command is ended, and the exit says so. */
+static void test_lifeline_ends_on_eof(void) {
+  lc__buf out = {0};
+  lc__err err = {0};
+  LC_REQUIRE_OK(lc__command_compose(&out, "sleep 5; echo not-reached", NULL, 0, 100, &err));
+  lc__buf_puts(&out, " </dev/null");
+  LC_CHECK_STR(sh_out(out.data), "");
+  lc__buf_free(&out);
+}
+
+static void test_transfer_scripts(void) {
+  lc__buf b = {0};
+  LC_REQUIRE_OK(lc__command_write_file(&b, "~/dir/it's", 12, 0640));
+  LC_CHECK_CONTAINS(b.data, "f=\"$HOME\"/'dir/it'\\''s'");
+  LC_CHECK_CONTAINS(b.data, "-ne 12 ]");
+  LC_CHECK_CONTAINS(b.data, "chmod 640");
+  lc__buf_free(&b);
+  LC_REQUIRE_OK(lc__command_get_file(&b, "/etc/hostname"));
+  LC_CHECK_CONTAINS(b.data, "f='/etc/hostname'");
+  lc__buf_free(&b);
+  LC_REQUIRE_OK(lc__command_workdir(&b, NULL, "h-1"));
+  LC_CHECK_CONTAINS(b.data, "XDG_CACHE_HOME");
+  lc__buf_free(&b);
+}
+
+static void test_signal_names(void) {
+  LC_CHECK(lc__signal_from_name("KILL") == SIGKILL);
+  LC_CHECK(lc__signal_from_name("SIGTERM") == SIGTERM);
+  LC_CHECK(lc__signal_from_name("SEGV") == SIGSEGV);
+  LC_CHECK(lc__signal_from_name("NOPE") == 0);
+  LC_CHECK(lc__signal_from_name(NULL) == 0);
+}
+
+static void test_engine_start_stop(void) {
+  for (int i = 0; i < 20; i++) {
+    lc_engine *e = NULL;
+    LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+    lc_engine_free(e);
+  }
+  lc_engine_free(NULL);
+}
+
+LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
+             LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
+             LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
+             LC_TEST(test_transfer_scripts), LC_TEST(test_signal_names),
+             LC_TEST(test_engine_start_stop))
