@@ -11,6 +11,8 @@
 #include "lazycluster/common.h"
 #include "lazycluster/engine.h"
 #include "lazycluster/runtime.h"
+#include "lazycluster/forward.h"
 #include "lazycluster/hostinfo.h"
+#include "lazycluster/ports.h"
 
 #endif /* LAZYCLUSTER_H */

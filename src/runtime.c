@@ -136,6 +136,19 @@ static void close_fn(lc__call *c) {
   lc_runtime *rt = ((rt_call *)c)->rt;
   rt->call = c;
   __atomic_store_n(&rt->connected, 0, __ATOMIC_RELEASE);
+  /* Forwards stop here; their handles stay valid for lc_forward_free. */
+  for (lc_forward *f = rt->forwards; f != NULL; f = f->next) {
+    if (f->listener != NULL) {
+      f->listener->data = NULL;
+      uv_close((uv_handle_t *)f->listener, (uv_close_cb)free);
+      f->listener = NULL;
+    }
+    if (rt->ops->fwd_stop != NULL)
+      rt->ops->fwd_stop(f);
+    __atomic_store_n(&f->up, 0, __ATOMIC_RELEASE);
+    f->rt = NULL;
+  }
+  rt->forwards = NULL;
   /* Closing a lifeline's channel ends its process group on the host. */
   while (rt->procs != NULL) {
     lc_process *p = rt->procs;

@@ -8,6 +8,8 @@
 
 #include "engine.h"
 
+#include <sys/socket.h>
+
 #define LC__LINE_MAX (1024 * 1024)
 
 typedef struct lc__backend_ops lc__backend_ops;
@@ -55,6 +57,30 @@ struct lc_process {
   uint64_t started_ms;
 };
 
+/*
+ * One forward. The generic layer owns the local listener (every local forward, and a remote
+ * forward on the local runtime); the backend relays each accepted connection, and runs remote
+ * listeners itself.
+ */
+struct lc_forward {
+  lc_runtime *rt;
+  lc_engine *engine;
+  lc_forward *next, *prev; /* the runtime's forwards */
+  lc_forward_kind kind;
+  char *bind;              /* listen address */
+  int port;
+  char *target;
+  int target_port;
+  lc_forward_cb on_state;
+  void *payload;
+  int up;                  /* read from any thread */
+  int announced;           /* came up once: later changes go to on_state */
+  uv_tcp_t *listener;      /* generic local listener, or NULL */
+  void *backend;
+  lc__call *call;          /* the start waiting for the first "up" */
+  unsigned long retry_ms;  /* backoff of a remote listen that failed after a reconnect */
+};
+
 /* What a backend does; every function runs on the engine thread. */
 struct lc__backend_ops {
   const char *name;
@@ -66,6 +92,12 @@ struct lc__backend_ops {
   void (*proc_kick)(lc_process *p);
   /* Closes p's channel now (the host's side sees EOF and a closed channel). */
   void (*proc_abort)(lc_process *p);
+  /* A connection accepted on f's local listener: relay it to f's target (owns client). */
+  void (*fwd_accept)(lc_forward *f, uv_tcp_t *client);
+  /* Starts a remote forward; ends with lc__forward_ready(f, err). NULL: listen locally. */
+  void (*fwd_start)(lc_forward *f);
+  /* f is going away: cancel its remote listener and close its connections, now. */
+  void (*fwd_stop)(lc_forward *f);
   /* Closes the connection and frees the backend; calls done(rt) when all is closed. */
   void (*close)(lc_runtime *rt, void (*done)(lc_runtime *rt));
 };
@@ -85,7 +117,8 @@ struct lc_runtime {
   char *workdir;
   pthread_mutex_t workdir_mu;
   lc__call *call;           /* the call waiting for connect or close */
-  lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */   /* the call waiting for the connection */
+  lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
+  lc_forward *forwards;     /* live forwards; the backend brings them back after a reconnect */   /* the call waiting for the connection */
 };
 
 /* For backends. */
@@ -100,6 +133,14 @@ size_t lc__proc_in_peek(lc_process *p, const char **data);
 void lc__proc_in_consume(lc_process *p, size_t n);
 /* Non-zero when all stdin is written and EOF should be sent now. */
 int lc__proc_in_eof_due(const lc_process *p);
+
+/* forward.c, for backends */
+void lc__forward_ready(lc_forward *f, const lc__err *err);
+void lc__forward_set_up(lc_forward *f, int up, const char *detail);
+/* Resolves a target host for a connection from here: numeric addresses and "localhost". */
+int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
+/* Relays a connected local stream to another (local backend): both are owned by the relay. */
+void lc__relay_streams(uv_stream_t *a, uv_stream_t *b);
 
 /* command.c: composing what a host's sh runs. */
 int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,

@@ -191,6 +191,43 @@ static void local_proc_abort(lc_process *p) {
   lc__proc_closed(p, NULL);
 }
 
+/* A forward on this machine is a plain relay from the listener to the target. */
+typedef struct lconnect {
+  uv_connect_t req;
+  uv_tcp_t *client;
+} lconnect;
+
+static void on_target_connected(uv_connect_t *req, int status) {
+  lconnect *lc = (lconnect *)req;
+  if (status < 0) { /* the target refused: this connection closes, the forward stays */
+    uv_close((uv_handle_t *)lc->client, (uv_close_cb)free);
+    uv_close((uv_handle_t *)req->handle, (uv_close_cb)free);
+  } else {
+    uv_tcp_nodelay((uv_tcp_t *)req->handle, 1);
+    lc__relay_streams((uv_stream_t *)lc->client, req->handle);
+  }
+  free(lc);
+}
+
+static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
+  struct sockaddr_storage addr;
+  uv_tcp_t *up = NULL;
+  lconnect *lc = NULL;
+  if (lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
+      (up = lc__malloc(sizeof(*up))) == NULL || (lc = lc__calloc(1, sizeof(*lc))) == NULL) {
+    free(up);
+    uv_close((uv_handle_t *)client, (uv_close_cb)free);
+    return;
+  }
+  uv_tcp_init(client->loop, up);
+  lc->client = client;
+  if (uv_tcp_connect(&lc->req, up, (struct sockaddr *)&addr, on_target_connected) < 0) {
+    free(lc);
+    uv_close((uv_handle_t *)client, (uv_close_cb)free);
+    uv_close((uv_handle_t *)up, (uv_close_cb)free);
+  }
+}
+
 static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
 
 const lc__backend_ops lc__local_ops = {
@@ -199,5 +236,6 @@ const lc__backend_ops lc__local_ops = {
     .proc_start = local_proc_start,
     .proc_kick = local_proc_kick,
     .proc_abort = local_proc_abort,
+    .fwd_accept = local_fwd_accept,
     .close = local_close,
 };

@@ -12,8 +12,7 @@
  *  - keepalive is ssh_send_ignore plus TCP_USER_TIMEOUT; sshd allows 10 session channels per
  *    connection (MaxSessions), so more processes wait in a queue for a free channel.
  */
-#include "../../src/runtime_internal.h"
-#include "../../src/sshconfig.h"
+#include "ssh_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,95 +25,24 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <libssh/callbacks.h>
-#include <libssh/libssh.h>
-
 #define DOPOLL_ROUNDS 64
 #define READ_CHUNK (256 * 1024)
-#define WRITE_CHUNK (64 * 1024)
 #define MAX_SESSIONS 10
-#define RELAY_BUF_MAX (1024 * 1024)
 
-typedef struct sconn sconn;
-typedef struct schan schan;
-
-enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, C_READY, C_DEAD };
-enum chan_state { CH_QUEUED, CH_OPENING, CH_EXEC, CH_RUNNING, CH_CLOSING };
-enum chan_kind { K_EXEC, K_RELAY };
-
-struct schan {
-  sconn *c;
-  schan *next, *prev;
-  enum chan_kind kind;
-  enum chan_state state;
-  ssh_channel ch;
-  struct ssh_channel_callbacks_struct cb;
-  lc_process *p; /* K_EXEC: NULL once detached */
-  int remote_closed;
-
-  /* K_RELAY: a direct-tcpip channel relayed to a local stream (a ProxyJump hop) */
-  sconn *owner;      /* the connection that rides on this relay */
-  char *target_host;
-  int target_port;
-  uv_pipe_t pipe;
-  int pipe_open;
-  lc__buf to_chan;   /* read from the pipe, not yet written into the channel */
-  int pipe_eof;
-  int chan_eof_sent;
-  uv_write_t wreq;
-  char *wbuf;        /* in flight to the pipe */
-  int writing;
-};
-
-struct sconn {
-  lc_runtime *rt;
-  lc__ssh_host host;
-  enum conn_state state;
-  ssh_session s;
-  ssh_event ev;
-  struct ssh_callbacks_struct scb;
-  uv_poll_t poll;     /* the SSH session's socket */
-  uv_poll_t tcp_poll; /* the TCP connect of one address */
-  int tcp_poll_fd;
-  int poll_fd;
-  int poll_mask;
-  int poll_inited;
-  uv_timer_t timer; /* connect timeout, then keepalive */
-  uv_timer_t retry; /* a refused session channel tries again */
-  int session_cap;  /* session channels the host allows at once (sshd MaxSessions) */
-  int timer_inited;
-  uv_getaddrinfo_t gai;
-  struct addrinfo *ai_list, *ai_next;
-  int sock;
-  int last_errno;
-  schan *chans;
-  int sessions; /* open session channels */
-  int open_handles;
-  void (*close_done)(lc_runtime *rt);
-  schan *relay; /* in the jump host's connection, when this one rides a ProxyJump */
-  int pair_fd;
-  char *locked_keys;
-  char where[300]; /* "lab3 (198.18.0.13:22)" */
-  const char *phase;
-  lc__err err;
-};
-
-static void conn_fail(sconn *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 static void conn_drive(sconn *c);
-static void conn_update_poll(sconn *c);
 static void chans_pump(sconn *c);
 static void on_poll(uv_poll_t *h, int status, int events);
+static void conn_begin(sconn *c);
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-static const char *ssh_err(sconn *c) {
+const char *lc__ssh_err(sconn *c) {
   const char *e = c->s ? ssh_get_error(c->s) : NULL;
   return e && *e ? e : "unknown libssh error";
 }
 
 static void timer_stop(sconn *c) {
-  if (c->timer_inited) {
+  if (c->timers_inited) {
     uv_timer_stop(&c->timer);
     uv_timer_stop(&c->retry);
   }
@@ -135,7 +63,14 @@ static void handle_closed(uv_handle_t *h) {
 
 /* ---- channels ------------------------------------------------------------------------------- */
 
-static void chan_unlink(schan *k) {
+void lc__ssh_chan_link(sconn *c, schan *k) {
+  k->next = c->chans;
+  if (c->chans)
+    c->chans->prev = k;
+  c->chans = k;
+}
+
+void lc__ssh_chan_unlink(schan *k) {
   sconn *c = k->c;
   if (k->prev)
     k->prev->next = k->next;
@@ -146,7 +81,7 @@ static void chan_unlink(schan *k) {
   k->next = k->prev = NULL;
 }
 
-static void chan_free_ssh(schan *k) {
+void lc__ssh_chan_free(schan *k) {
   if (k->ch != NULL) {
     if (k->kind == K_EXEC && k->state != CH_QUEUED)
       k->c->sessions--;
@@ -156,15 +91,6 @@ static void chan_free_ssh(schan *k) {
     k->ch = NULL;
   }
 }
-
-static void relay_free(schan *k) {
-  lc__buf_free(&k->to_chan);
-  free(k->wbuf);
-  free(k->target_host);
-  free(k);
-}
-
-static void relay_pipe_closed(uv_handle_t *h) { relay_free(h->data); }
 
 /*
  * Ends an exec channel: reports p (with err, or NULL when it ran). The channel itself stays, in
@@ -185,18 +111,16 @@ static void exec_end(schan *k, const lc__err *err, int force) {
     }
     return;
   }
-  chan_unlink(k);
-  chan_free_ssh(k);
+  lc__ssh_chan_unlink(k);
+  lc__ssh_chan_free(k);
   free(k);
 }
-
-static void relay_end(schan *k);
 
 static void chan_end(schan *k, const lc__err *err) {
   if (k->kind == K_EXEC)
     exec_end(k, err, 1);
   else
-    relay_end(k);
+    lc__tunnel_end(k);
 }
 
 static void on_exit_status(ssh_session s, ssh_channel ch, int status, void *userdata) {
@@ -293,8 +217,9 @@ static int exec_drained(schan *k) {
 static void on_retry(uv_timer_t *t) {
   sconn *c = t->data;
   if (c->state == C_READY) {
+    lc__tunnel_retry(c);
     chans_pump(c);
-    conn_update_poll(c);
+    lc__ssh_update_poll(c);
   }
 }
 
@@ -309,7 +234,7 @@ static void exec_pump(schan *k) {
     if (c->sessions >= c->session_cap)
       return;
     if ((k->ch = ssh_channel_new(c->s)) == NULL) {
-      lc__err_set(&err, LC_ESSH, "%s: cannot create a channel: %s", c->rt->name, ssh_err(c));
+      lc__err_set(&err, LC_ESSH, "%s: cannot create a channel: %s", c->rt->name, lc__ssh_err(c));
       exec_end(k, &err, 0);
       return;
     }
@@ -322,7 +247,7 @@ static void exec_pump(schan *k) {
     if (r != SSH_OK && c->sessions > 1) {
       /* The host is at its MaxSessions, perhaps still reaping a closed channel: queue again
        * with at most this many at once, and try again shortly. */
-      chan_free_ssh(k);
+      lc__ssh_chan_free(k);
       k->state = CH_QUEUED;
       c->session_cap = c->sessions > 1 ? c->sessions : 1;
       uv_timer_start(&c->retry, on_retry, 50, 0);
@@ -330,7 +255,7 @@ static void exec_pump(schan *k) {
     }
     if (r != SSH_OK) {
       lc__err_set(&err, LC_ESSH, "%s: the host refused a session channel: %s", c->rt->name,
-                  ssh_err(c));
+                  lc__ssh_err(c));
       exec_end(k, &err, 0);
       return;
     }
@@ -347,7 +272,7 @@ static void exec_pump(schan *k) {
       return;
     if (r != SSH_OK) {
       lc__err_set(&err, LC_ESSH, "%s: the host refused to run the command: %s", c->rt->name,
-                  ssh_err(c));
+                  lc__ssh_err(c));
       exec_end(k, &err, 0);
       return;
     }
@@ -355,7 +280,7 @@ static void exec_pump(schan *k) {
     /* fall through */
   case CH_RUNNING:
     if (exec_read(k) < 0 || (k->p != NULL && exec_write(k) < 0)) {
-      lc__err_set(&err, LC_ESSH, "%s: channel failed: %s", c->rt->name, ssh_err(c));
+      lc__err_set(&err, LC_ESSH, "%s: channel failed: %s", c->rt->name, lc__ssh_err(c));
       exec_end(k, &err, 0);
       return;
     }
@@ -363,6 +288,8 @@ static void exec_pump(schan *k) {
       exec_end(k, NULL, 0);
     else if (k->remote_closed && !ssh_channel_is_eof(k->ch))
       exec_end(k, NULL, 0);
+    return;
+  case CH_CONNECTING: /* relays only */
     return;
   case CH_CLOSING:
     exec_read(k); /* discards what still arrives */
@@ -372,167 +299,6 @@ static void exec_pump(schan *k) {
   }
 }
 
-/* ---- ProxyJump relay: a direct-tcpip channel <-> one end of a socketpair ---------------------- */
-
-static void relay_pump(schan *k);
-
-static void relay_end(schan *k) {
-  sconn *owner = k->owner;
-  chan_unlink(k);
-  chan_free_ssh(k);
-  if (owner != NULL && owner->relay == k) {
-    owner->relay = NULL;
-    if (owner->state == C_WAIT_JUMP)
-      conn_fail(owner, LC_ECLOSED, "%s: the jump host %s closed the tunnel", owner->where,
-                k->c->rt->name);
-  }
-  k->owner = NULL;
-  if (k->pipe_open) {
-    k->pipe_open = 0;
-    uv_close((uv_handle_t *)&k->pipe, relay_pipe_closed);
-  } else {
-    relay_free(k);
-  }
-}
-
-static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  static char rbuf[64 * 1024];
-  (void)h;
-  (void)suggested;
-  buf->base = rbuf;
-  buf->len = sizeof(rbuf);
-}
-
-static void relay_on_pipe_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-  schan *k = st->data;
-  if (n > 0) {
-    lc__buf_append(&k->to_chan, buf->base, (size_t)n);
-    if (k->to_chan.len >= RELAY_BUF_MAX)
-      uv_read_stop(st);
-  } else if (n < 0) {
-    uv_read_stop(st);
-    k->pipe_eof = 1;
-  }
-  relay_pump(k);
-  conn_update_poll(k->c);
-}
-
-static void relay_on_written(uv_write_t *req, int status) {
-  schan *k = req->data;
-  k->writing = 0;
-  if (status < 0) {
-    relay_end(k);
-    return;
-  }
-  relay_pump(k);
-  conn_update_poll(k->c);
-}
-
-static void relay_pump(schan *k) {
-  static char buf[READ_CHUNK];
-  sconn *c = k->c;
-  int n;
-
-  /* channel -> pipe, one write in flight at most: back-pressure on the channel's window */
-  while (k->pipe_open && !k->writing) {
-    n = ssh_channel_read_nonblocking(k->ch, buf, sizeof(buf), 0);
-    if (n <= 0)
-      break;
-    uv_buf_t b = uv_buf_init(buf, (unsigned int)n);
-    int w = uv_try_write((uv_stream_t *)&k->pipe, &b, 1);
-    if (w == n)
-      continue;
-    if (w < 0 && w != UV_EAGAIN) {
-      relay_end(k);
-      return;
-    }
-    if (w < 0)
-      w = 0;
-    if ((k->wbuf = lc__realloc(k->wbuf, (size_t)(n - w))) == NULL) {
-      relay_end(k);
-      return;
-    }
-    memcpy(k->wbuf, buf + w, (size_t)(n - w));
-    b = uv_buf_init(k->wbuf, (unsigned int)(n - w));
-    k->wreq.data = k;
-    if (uv_write(&k->wreq, (uv_stream_t *)&k->pipe, &b, 1, relay_on_written) < 0) {
-      relay_end(k);
-      return;
-    }
-    k->writing = 1;
-  }
-  /* pipe -> channel, within the window and the write gate */
-  while (k->to_chan.len > 0 && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
-    uint32_t win = ssh_channel_window_size(k->ch);
-    size_t len = k->to_chan.len < WRITE_CHUNK ? k->to_chan.len : WRITE_CHUNK;
-    if (win == 0)
-      break;
-    if (len > win)
-      len = win;
-    if ((n = ssh_channel_write(k->ch, k->to_chan.data, (uint32_t)len)) < 0) {
-      relay_end(k);
-      return;
-    }
-    lc__buf_consume(&k->to_chan, (size_t)n);
-    if (k->pipe_open && !k->pipe_eof && k->to_chan.len < RELAY_BUF_MAX / 2)
-      uv_read_start((uv_stream_t *)&k->pipe, relay_alloc, relay_on_pipe_read);
-  }
-  if (k->pipe_eof && k->to_chan.len == 0 && !k->chan_eof_sent) {
-    k->chan_eof_sent = 1;
-    ssh_channel_send_eof(k->ch);
-  }
-  if (ssh_channel_is_closed(k->ch) || (ssh_channel_is_eof(k->ch) && !k->writing &&
-                                       ssh_channel_poll(k->ch, 0) <= 0))
-    relay_end(k);
-}
-
-static void conn_start_ssh(sconn *c, int fd);
-
-/* The jump host's channel is open: make a socketpair, relay one end, run SSH over the other. */
-static void relay_opened(schan *k) {
-  sconn *owner = k->owner;
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
-    conn_fail(owner, -errno, "%s: socketpair: %s", owner->where, strerror(errno));
-    return;
-  }
-  uv_pipe_init(lc__engine_loop(k->c->rt->engine), &k->pipe, 0);
-  k->pipe.data = k;
-  if (uv_pipe_open(&k->pipe, sv[1]) < 0) {
-    close(sv[0]);
-    close(sv[1]);
-    conn_fail(owner, LC_EINTERNAL, "%s: cannot relay the jump channel", owner->where);
-    return;
-  }
-  k->pipe_open = 1;
-  uv_read_start((uv_stream_t *)&k->pipe, relay_alloc, relay_on_pipe_read);
-  conn_start_ssh(owner, sv[0]);
-}
-
-static void relay_drive(schan *k) {
-  int r;
-  if (k->state == CH_OPENING) {
-    r = ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1", 22);
-    if (r == SSH_AGAIN)
-      return;
-    if (r != SSH_OK) {
-      sconn *owner = k->owner;
-      k->owner = NULL;
-      if (owner != NULL) {
-        owner->relay = NULL;
-        conn_fail(owner, -ECONNREFUSED, "%s: the jump host %s cannot reach %s:%d: %s",
-                  owner->where, k->c->rt->name, k->target_host, k->target_port, ssh_err(k->c));
-      }
-      relay_end(k);
-      return;
-    }
-    k->state = CH_RUNNING;
-    relay_opened(k);
-    return;
-  }
-  relay_pump(k);
-}
-
 static void chans_pump(sconn *c) {
   schan *k = c->chans, *next;
   for (; k != NULL; k = next) {
@@ -540,7 +306,7 @@ static void chans_pump(sconn *c) {
     if (k->kind == K_EXEC)
       exec_pump(k);
     else
-      relay_drive(k);
+      lc__tunnel_pump_any(k);
   }
 }
 
@@ -585,7 +351,35 @@ static void session_free(sconn *c) {
   }
 }
 
-/* Every channel ends with err; the runtime hears it is down. */
+static void on_reconnect(uv_timer_t *t) {
+  sconn *c = t->data;
+  lc_runtime *rt = c->rt;
+  if (c->state != C_DEAD || c->close_done != NULL || rt->forwards == NULL)
+    return;
+  if (rt->jump != NULL) { /* the hop comes back first */
+    sconn *j = rt->jump->backend;
+    if (j == NULL || j->state != C_READY) {
+      if (j != NULL && j->state == C_DEAD)
+        uv_timer_start(&j->reconnect, on_reconnect, 0, 0);
+      lc__ssh_reconnect_later(c);
+      return;
+    }
+  }
+  conn_begin(c);
+}
+
+/* Schedules the next attempt to bring a lost connection back, backing off up to 30 s. */
+void lc__ssh_reconnect_later(sconn *c) {
+  c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : 500;
+  if (c->backoff_ms > 30000)
+    c->backoff_ms = 30000;
+  uv_timer_start(&c->reconnect, on_reconnect, c->backoff_ms, 0);
+}
+
+/*
+ * Every channel ends with err; the runtime hears it is down. A runtime with forwards tries to
+ * come back (its forwards go down meanwhile and return with it).
+ */
 static void conn_lost(sconn *c, const lc__err *err) {
   c->state = C_DEAD;
   lc__runtime_lost(c->rt, err); /* before the waiters wake: they may ask */
@@ -596,12 +390,15 @@ static void conn_lost(sconn *c, const lc__err *err) {
     schan *k = c->relay;
     c->relay = NULL;
     k->owner = NULL;
-    relay_end(k);
+    lc__tunnel_end(k);
   }
+  lc__tunnel_lost(c, err);
   session_free(c);
+  if (c->close_done == NULL && c->rt->forwards != NULL && c->timers_inited)
+    lc__ssh_reconnect_later(c);
 }
 
-static void conn_fail(sconn *c, int code, const char *fmt, ...) {
+void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) {
   va_list ap;
   lc__err err = {.code = code};
   int was_connecting = c->state != C_READY && c->state != C_DEAD;
@@ -623,17 +420,22 @@ static void on_keepalive(uv_timer_t *t) {
   sconn *c = t->data;
   if (c->state == C_READY && c->s != NULL) {
     ssh_send_ignore(c->s, "");
-    conn_update_poll(c);
+    lc__ssh_update_poll(c);
   }
+}
+
+void lc__ssh_retry_in(sconn *c, unsigned long ms) {
+  if (c->timers_inited && !uv_is_active((uv_handle_t *)&c->retry))
+    uv_timer_start(&c->retry, on_retry, ms, 0);
 }
 
 static void on_connect_timeout(uv_timer_t *t) {
   sconn *c = t->data;
-  conn_fail(c, -ETIMEDOUT, "%s: %s timed out after %.1f s", c->where, c->phase,
+  lc__ssh_fail(c, -ETIMEDOUT, "%s: %s timed out after %.1f s", c->where, c->phase,
             c->rt->opts.connect_timeout_ms / 1000.0);
 }
 
-static void conn_update_poll(sconn *c) {
+void lc__ssh_update_poll(sconn *c) {
   int mask;
   if (!c->poll_inited || c->s == NULL)
     return;
@@ -650,7 +452,7 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   sconn *c = h->data;
   (void)events;
   if (status < 0 && c->state != C_READY) {
-    conn_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
+    lc__ssh_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
     return;
   }
   conn_drive(c);
@@ -730,7 +532,7 @@ static int check_host_key(sconn *c) {
     break;
   case SSH_KNOWN_HOSTS_CHANGED:
   case SSH_KNOWN_HOSTS_OTHER:
-    conn_fail(c, LC_EHOSTKEYCHANGED,
+    lc__ssh_fail(c, LC_EHOSTKEYCHANGED,
               "%s: the host key has CHANGED (it is now %s %s, %s has another); refusing to "
               "connect. If the change is expected, remove the old key with: ssh-keygen -R %s%s%s "
               "-f %s",
@@ -742,13 +544,13 @@ static int check_host_key(sconn *c) {
   case SSH_KNOWN_HOSTS_UNKNOWN:
     if (accept_new) {
       if (ssh_session_update_known_hosts(c->s) != SSH_OK && c->host.strict != LC__STRICT_NO) {
-        conn_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot add the host key to %s: %s", c->where, kh,
-                  ssh_err(c));
+        lc__ssh_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot add the host key to %s: %s", c->where, kh,
+                  lc__ssh_err(c));
         r = -1;
       }
       break;
     }
-    conn_fail(c, LC_EHOSTKEYUNKNOWN,
+    lc__ssh_fail(c, LC_EHOSTKEYUNKNOWN,
               "%s: the host key is not known (%s %s) and is not in %s. Check the fingerprint, "
               "then accept it: ssh-keyscan -p %d %s >> %s, or set 'StrictHostKeyChecking "
               "accept-new' for this host in the ssh config, or pass --accept-new-host-keys",
@@ -757,8 +559,8 @@ static int check_host_key(sconn *c) {
     break;
   case SSH_KNOWN_HOSTS_ERROR:
   default:
-    conn_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot check the host key against %s: %s", c->where,
-              kh, ssh_err(c));
+    lc__ssh_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot check the host key against %s: %s", c->where,
+              kh, lc__ssh_err(c));
     r = -1;
     break;
   }
@@ -774,11 +576,14 @@ static void conn_ready(sconn *c) {
   c->phase = "connection";
   timer_stop(c);
   if ((c->ev = ssh_event_new()) == NULL || ssh_event_add_session(c->ev, c->s) != SSH_OK) {
-    conn_fail(c, -ENOMEM, "%s: cannot watch the session", c->where);
+    lc__ssh_fail(c, -ENOMEM, "%s: cannot watch the session", c->where);
     return;
   }
   uv_timer_start(&c->timer, on_keepalive, every, every ? every : 1000);
+  c->backoff_ms = 0;
   lc__runtime_connected(c->rt, NULL);
+  if (c->state == C_READY)
+    lc__tunnel_restore(c);
 }
 
 static void conn_drive(sconn *c) {
@@ -788,7 +593,7 @@ static void conn_drive(sconn *c) {
     if ((r = ssh_connect(c->s)) == SSH_AGAIN)
       break;
     if (r != SSH_OK) {
-      conn_fail(c, LC_ESSH, "%s: SSH handshake failed: %s", c->where, ssh_err(c));
+      lc__ssh_fail(c, LC_ESSH, "%s: SSH handshake failed: %s", c->where, lc__ssh_err(c));
       return;
     }
     if (check_host_key(c) < 0)
@@ -806,17 +611,17 @@ static void conn_drive(sconn *c) {
       break;
     }
     if (r == SSH_AUTH_ERROR) {
-      conn_fail(c, LC_EAUTH, "%s: authentication failed: %s", c->where, ssh_err(c));
+      lc__ssh_fail(c, LC_EAUTH, "%s: authentication failed: %s", c->where, lc__ssh_err(c));
       return;
     }
     if (c->locked_keys != NULL) {
-      conn_fail(c, LC_EKEYLOCKED,
+      lc__ssh_fail(c, LC_EKEYLOCKED,
                 "%s: authentication as %s failed: the private key %s is encrypted and no "
                 "ssh-agent offered it; load it with ssh-add",
                 c->where, c->host.user ? c->host.user : "the local user", c->locked_keys);
       return;
     }
-    conn_fail(c, LC_EAUTH,
+    lc__ssh_fail(c, LC_EAUTH,
               "%s: authentication as %s failed: the host accepted none of the keys offered "
               "(%s%s%s)",
               c->where, c->host.user ? c->host.user : "the local user",
@@ -828,26 +633,28 @@ static void conn_drive(sconn *c) {
     for (int i = 0; i < DOPOLL_ROUNDS; i++) {
       r = ssh_event_dopoll(c->ev, 0);
       if (r == SSH_ERROR) {
-        conn_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, ssh_err(c));
+        lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
         return;
       }
       if (r == SSH_AGAIN)
         break;
     }
+    lc__tunnel_accept_forwarded(c);
     chans_pump(c);
+    lc__tunnel_requests(c);
     if (c->state == C_READY && ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) {
-      conn_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, ssh_err(c));
+      lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
       return;
     }
     break;
   default:
     return;
   }
-  conn_update_poll(c);
+  lc__ssh_update_poll(c);
 }
 
 /* Runs SSH over fd, a connected socket (or one end of a jump host's relay). */
-static void conn_start_ssh(sconn *c, int fd) {
+void lc__ssh_start_session(sconn *c, int fd) {
   lc__ssh_host *h = &c->host;
   socket_t sfd = fd;
   int zero = 0, one = 1;
@@ -857,7 +664,7 @@ static void conn_start_ssh(sconn *c, int fd) {
   c->phase = "the SSH handshake";
   c->sock = fd;
   if ((c->s = ssh_new()) == NULL) {
-    conn_fail(c, -ENOMEM, "%s: out of memory", c->where);
+    lc__ssh_fail(c, -ENOMEM, "%s: out of memory", c->where);
     return;
   }
   c->sock = -1; /* from here libssh owns fd */
@@ -887,7 +694,7 @@ static void conn_start_ssh(sconn *c, int fd) {
 
   if ((c->poll_fd = dup(fd)) < 0 ||
       uv_poll_init(lc__engine_loop(c->rt->engine), &c->poll, c->poll_fd) < 0) {
-    conn_fail(c, -errno, "%s: cannot watch the socket", c->where);
+    lc__ssh_fail(c, -errno, "%s: cannot watch the socket", c->where);
     return;
   }
   c->poll.data = c;
@@ -933,7 +740,7 @@ static void on_tcp_writable(uv_poll_t *h, int status, int events) {
     setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof(user_timeout));
     uv_freeaddrinfo(c->ai_list);
     c->ai_list = c->ai_next = NULL;
-    conn_start_ssh(c, fd);
+    lc__ssh_start_session(c, fd);
   }
 }
 
@@ -942,7 +749,7 @@ static void tcp_try_next(sconn *c) {
   int fd;
   if (ai == NULL) {
     int e = c->last_errno ? c->last_errno : EHOSTUNREACH;
-    conn_fail(c, -e, "%s: cannot connect: %s", c->where, strerror(e));
+    lc__ssh_fail(c, -e, "%s: cannot connect: %s", c->where, strerror(e));
     return;
   }
   c->ai_next = ai->ai_next;
@@ -960,7 +767,7 @@ static void tcp_try_next(sconn *c) {
   c->sock = fd;
   if ((c->tcp_poll_fd = dup(fd)) < 0 ||
       uv_poll_init(lc__engine_loop(c->rt->engine), &c->tcp_poll, c->tcp_poll_fd) < 0) {
-    conn_fail(c, -errno, "%s: cannot watch the socket", c->where);
+    lc__ssh_fail(c, -errno, "%s: cannot watch the socket", c->where);
     return;
   }
   c->tcp_poll.data = c;
@@ -971,6 +778,7 @@ static void tcp_try_next(sconn *c) {
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   sconn *c = req->data;
   c->open_handles--; /* the request is over */
+  c->gai_pending = 0;
   if (c->close_done != NULL || c->state != C_RESOLVING) {
     if (res)
       uv_freeaddrinfo(res);
@@ -982,7 +790,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     return;
   }
   if (status < 0) {
-    conn_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s: %s", c->where, c->host.hostname,
+    lc__ssh_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s: %s", c->where, c->host.hostname,
               uv_strerror(status));
     return;
   }
@@ -992,52 +800,31 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   tcp_try_next(c);
 }
 
-static void ssh_connect_start(lc_runtime *rt) {
-  sconn *c = rt->backend;
-  uv_loop_t *loop = lc__engine_loop(rt->engine);
+/* Starts (or, after a loss, restarts) connecting: through the jump host, or resolve + TCP. */
+static void conn_begin(sconn *c) {
+  lc_runtime *rt = c->rt;
   char port[16];
   struct addrinfo hints;
 
-  uv_timer_init(loop, &c->timer);
-  uv_timer_init(loop, &c->retry);
-  c->timer.data = c->retry.data = c;
-  c->timer_inited = 1;
-  c->open_handles += 2;
-  c->session_cap = MAX_SESSIONS;
-  uv_timer_start(&c->timer, on_connect_timeout, (uint64_t)rt->opts.connect_timeout_ms, 0);
-
-  if (rt->jump != NULL) {
-    sconn *j = rt->jump->backend;
-    schan *k;
-    if (j == NULL || j->state != C_READY) {
-      conn_fail(c, LC_ECLOSED, "%s: the jump host %s is not connected", c->where, rt->jump->name);
-      return;
-    }
-    if ((k = lc__calloc(1, sizeof(*k))) == NULL || (k->ch = ssh_channel_new(j->s)) == NULL ||
-        (k->target_host = lc__strdup(c->host.hostname)) == NULL) {
-      if (k)
-        ssh_channel_free(k->ch);
-      free(k);
-      conn_fail(c, -ENOMEM, "%s: cannot open a channel on the jump host", c->where);
-      return;
-    }
-    k->c = j;
-    k->kind = K_RELAY;
-    k->state = CH_OPENING;
-    k->owner = c;
-    k->target_port = c->host.port;
-    k->next = j->chans;
-    if (j->chans)
-      j->chans->prev = k;
-    j->chans = k;
-    c->relay = k;
-    c->state = C_WAIT_JUMP;
-    c->phase = "the tunnel through the jump host";
-    relay_drive(k);
-    conn_update_poll(j);
+  if (c->gai_pending) { /* a lookup from the last attempt still runs */
+    lc__ssh_reconnect_later(c);
     return;
   }
-
+  c->state = C_IDLE;
+  uv_timer_start(&c->timer, on_connect_timeout, (uint64_t)rt->opts.connect_timeout_ms, 0);
+  if (rt->jump != NULL) {
+    sconn *j = rt->jump->backend;
+    if (j == NULL || j->state != C_READY) {
+      lc__ssh_fail(c, LC_ECLOSED, "%s: the jump host %s is not connected", c->where,
+                   rt->jump->name);
+      return;
+    }
+    c->state = C_WAIT_JUMP;
+    c->phase = "the tunnel through the jump host";
+    if (lc__tunnel_jump_open(j, c) < 0)
+      lc__ssh_fail(c, -ENOMEM, "%s: cannot open a channel on the jump host", c->where);
+    return;
+  }
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -1045,11 +832,26 @@ static void ssh_connect_start(lc_runtime *rt) {
   c->state = C_RESOLVING;
   c->phase = "name resolution";
   c->gai.data = c;
-  if (uv_getaddrinfo(loop, &c->gai, on_resolved, c->host.hostname, port, &hints) < 0) {
-    conn_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s", c->where, c->host.hostname);
+  if (uv_getaddrinfo(lc__engine_loop(rt->engine), &c->gai, on_resolved, c->host.hostname, port,
+                     &hints) < 0) {
+    lc__ssh_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s", c->where, c->host.hostname);
     return;
   }
+  c->gai_pending = 1;
   c->open_handles++;
+}
+
+static void ssh_connect_start(lc_runtime *rt) {
+  sconn *c = rt->backend;
+  uv_loop_t *loop = lc__engine_loop(rt->engine);
+  uv_timer_init(loop, &c->timer);
+  uv_timer_init(loop, &c->retry);
+  uv_timer_init(loop, &c->reconnect);
+  c->timer.data = c->retry.data = c->reconnect.data = c;
+  c->timers_inited = 1;
+  c->open_handles += 3;
+  c->session_cap = MAX_SESSIONS;
+  conn_begin(c);
 }
 
 static void ssh_proc_start(lc_process *p) {
@@ -1083,7 +885,7 @@ static void ssh_proc_start(lc_process *p) {
     k->prev = t;
   }
   exec_pump(k);
-  conn_update_poll(c);
+  lc__ssh_update_poll(c);
 }
 
 static void ssh_proc_kick(lc_process *p) {
@@ -1092,7 +894,7 @@ static void ssh_proc_kick(lc_process *p) {
     return;
   sconn *c = k->c;
   exec_pump(k);
-  conn_update_poll(c);
+  lc__ssh_update_poll(c);
 }
 
 static void ssh_proc_abort(lc_process *p) {
@@ -1103,7 +905,7 @@ static void ssh_proc_abort(lc_process *p) {
   /* Closing the channel gives the lifeline its EOF: it ends the process group. */
   exec_end(k, NULL, 0);
   chans_pump(c); /* a queued process may take the freed session */
-  conn_update_poll(c);
+  lc__ssh_update_poll(c);
 }
 
 static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
@@ -1113,13 +915,19 @@ static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
     done(rt);
     return;
   }
+  c->close_done = done; /* no reconnect from here on */
   while (c->chans != NULL)
     chan_end(c->chans, NULL);
   if (c->relay != NULL) {
     schan *k = c->relay;
     c->relay = NULL;
     k->owner = NULL;
-    relay_end(k);
+    lc__tunnel_end(k);
+  }
+  {
+    lc__err err = {.code = LC_ECLOSED};
+    snprintf(err.msg, sizeof(err.msg), "%s: the runtime is closing", c->where);
+    lc__tunnel_lost(c, &err);
   }
   if (c->ai_list != NULL) {
     uv_freeaddrinfo(c->ai_list);
@@ -1131,11 +939,11 @@ static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
   }
   session_free(c);
   c->state = C_DEAD;
-  c->close_done = done;
-  if (c->timer_inited) {
-    c->timer_inited = 0;
+  if (c->timers_inited) {
+    c->timers_inited = 0;
     uv_close((uv_handle_t *)&c->timer, handle_closed);
     uv_close((uv_handle_t *)&c->retry, handle_closed);
+    uv_close((uv_handle_t *)&c->reconnect, handle_closed);
   }
   /* one extra count so that handles closing during this call cannot free c under us */
   c->open_handles++;
@@ -1197,5 +1005,8 @@ const lc__backend_ops lc__ssh_ops = {
     .proc_start = ssh_proc_start,
     .proc_kick = ssh_proc_kick,
     .proc_abort = ssh_proc_abort,
+    .fwd_accept = lc__tunnel_fwd_accept,
+    .fwd_start = lc__tunnel_fwd_start,
+    .fwd_stop = lc__tunnel_fwd_stop,
     .close = ssh_close,
 };

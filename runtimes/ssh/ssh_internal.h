@@ -1,0 +1,125 @@
+/*
+ * ssh_internal.h - the SSH backend's state, shared by ssh.c (the connection and exec channels)
+ * and tunnel.c (relayed channels: ProxyJump hops and port forwards). Engine thread only.
+ */
+#ifndef LC_SSH_INTERNAL_H
+#define LC_SSH_INTERNAL_H
+
+#include "../../src/runtime_internal.h"
+#include "../../src/sshconfig.h"
+
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+
+#define WRITE_CHUNK (64 * 1024)
+
+typedef struct sconn sconn;
+typedef struct schan schan;
+typedef struct sreq sreq;
+
+enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, C_READY, C_DEAD };
+enum chan_state { CH_QUEUED, CH_OPENING, CH_CONNECTING, CH_EXEC, CH_RUNNING, CH_CLOSING };
+enum chan_kind { K_EXEC, K_RELAY };
+
+struct schan {
+  sconn *c;
+  schan *next, *prev;
+  enum chan_kind kind;
+  enum chan_state state;
+  ssh_channel ch;
+  struct ssh_channel_callbacks_struct cb;
+  int remote_closed;
+
+  /* K_EXEC */
+  lc_process *p; /* NULL once detached */
+
+  /* K_RELAY: a channel relayed to a local stream */
+  sconn *owner;         /* ProxyJump: the connection that rides on this relay */
+  lc_forward *fwd;      /* port forward: the forward this connection belongs to */
+  char *target_host;    /* direct-tcpip: where the host should connect */
+  int target_port;
+  int origin_port;
+  uv_stream_t *stream;  /* owned (uv_tcp_t or uv_pipe_t on the heap) */
+  uv_connect_t creq;    /* remote forward: connecting the stream to the target */
+  lc__buf to_chan;      /* read from the stream, not yet written into the channel */
+  int stream_eof;       /* the stream said EOF */
+  int chan_eof_sent;
+  uv_write_t wreq;
+  char *wbuf;           /* in flight to the stream */
+  int writing;
+  uv_shutdown_t sreq;
+  int shut_sent, shut_done;
+  int ending;
+};
+
+/* A global request (tcpip-forward, cancel-tcpip-forward): one at a time per session. */
+struct sreq {
+  sreq *next;
+  lc_forward *fwd; /* listen: the forward; NULL for a cancel */
+  char *bind;
+  int port;
+};
+
+struct sconn {
+  lc_runtime *rt;
+  lc__ssh_host host;
+  enum conn_state state;
+  ssh_session s;
+  ssh_event ev;
+  struct ssh_callbacks_struct scb;
+  uv_poll_t poll;     /* the SSH session's socket */
+  uv_poll_t tcp_poll; /* the TCP connect of one address */
+  int tcp_poll_fd;
+  int poll_fd;
+  int poll_mask;
+  int poll_inited;
+  uv_timer_t timer;     /* connect timeout, then keepalive */
+  uv_timer_t retry;     /* a refused session channel or remote listen tries again */
+  uv_timer_t reconnect; /* a lost connection with forwards comes back */
+  unsigned long backoff_ms;
+  int timers_inited;
+  int session_cap; /* session channels the host allows at once (sshd MaxSessions) */
+  uv_getaddrinfo_t gai;
+  int gai_pending;
+  struct addrinfo *ai_list, *ai_next;
+  int sock;
+  int last_errno;
+  schan *chans;
+  int sessions; /* open session channels */
+  sreq *reqs, *failed_reqs;
+  int req_sent; /* the head of reqs was sent and waits for its answer */
+  int open_handles;
+  void (*close_done)(lc_runtime *rt);
+  schan *relay; /* in the jump host's connection, when this one rides a ProxyJump */
+  char *locked_keys;
+  char where[300]; /* "lab3 (198.18.0.13:22)" */
+  const char *phase;
+};
+
+/* ssh.c */
+const char *lc__ssh_err(sconn *c);
+void lc__ssh_update_poll(sconn *c);
+void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void lc__ssh_start_session(sconn *c, int fd);
+void lc__ssh_chan_link(sconn *c, schan *k);
+void lc__ssh_chan_unlink(schan *k);
+void lc__ssh_chan_free(schan *k);
+void lc__ssh_reconnect_later(sconn *c);
+/* Runs lc__tunnel_retry and the channel queue again after ms. */
+void lc__ssh_retry_in(sconn *c, unsigned long ms);
+
+/* tunnel.c */
+void lc__tunnel_pump(schan *k);
+void lc__tunnel_end(schan *k);
+int lc__tunnel_jump_open(sconn *jump, sconn *owner);
+void lc__tunnel_accept_forwarded(sconn *c);
+void lc__tunnel_requests(sconn *c);
+void lc__tunnel_restore(sconn *c);
+void lc__tunnel_retry(sconn *c);
+void lc__tunnel_pump_any(schan *k);
+void lc__tunnel_lost(sconn *c, const lc__err *err);
+void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client);
+void lc__tunnel_fwd_start(lc_forward *f);
+void lc__tunnel_fwd_stop(lc_forward *f);
+
+#endif /* LC_SSH_INTERNAL_H */

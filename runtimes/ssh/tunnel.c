@@ -1,0 +1,537 @@
+/*
+ * tunnel.c - channels relayed to local streams: the ProxyJump hop (a direct-tcpip channel and one
+ * end of a socketpair), local forwards (direct-tcpip for each accepted connection) and remote
+ * forwards (tcpip-forward on the host, forwarded-tcpip channels connected to the target here).
+ *
+ * Back-pressure: a stream's data waits in to_chan (at most RELAY_BUF_MAX, then the stream is not
+ * read) until the channel's window and the write gate let it through; a channel is read only
+ * while nothing is waiting to be written to its stream, so a slow reader stops the window from
+ * being refilled and the host stops sending. Memory per connection stays below about
+ * RELAY_BUF_MAX + 2 * RELAY_READ.
+ */
+#include "ssh_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define RELAY_READ (2 * 1024 * 1024) /* also the receive window the host may fill */
+#define RELAY_BUF_MAX (1024 * 1024)
+
+static char relay_buf[RELAY_READ]; /* engine thread only */
+
+/* ---- the relay ------------------------------------------------------------------------------ */
+
+static void relay_free(schan *k) {
+  lc__buf_free(&k->to_chan);
+  free(k->wbuf);
+  free(k->target_host);
+  free(k);
+}
+
+static void stream_closed(uv_handle_t *h) {
+  schan *k = h->data;
+  free(h);
+  relay_free(k);
+}
+
+/* Ends a relay now: the channel is closed and freed, the stream closed. */
+void lc__tunnel_end(schan *k) {
+  sconn *owner = k->owner;
+  if (k->ending)
+    return;
+  k->ending = 1;
+  lc__ssh_chan_unlink(k);
+  lc__ssh_chan_free(k);
+  if (owner != NULL && owner->relay == k) {
+    owner->relay = NULL;
+    if (owner->state == C_WAIT_JUMP)
+      lc__ssh_fail(owner, LC_ECLOSED, "%s: the jump host %s closed the tunnel", owner->where,
+                   k->c->rt->name);
+  }
+  k->owner = NULL;
+  if (k->stream != NULL) {
+    k->stream->data = k;
+    uv_close((uv_handle_t *)k->stream, stream_closed);
+  } else {
+    relay_free(k);
+  }
+}
+
+static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char rbuf[64 * 1024];
+  (void)h;
+  (void)suggested;
+  buf->base = rbuf;
+  buf->len = sizeof(rbuf);
+}
+
+static void on_stream_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  schan *k = st->data;
+  if (n > 0) {
+    if (lc__buf_append(&k->to_chan, buf->base, (size_t)n) < 0) {
+      lc__tunnel_end(k);
+      return;
+    }
+    if (k->to_chan.len >= RELAY_BUF_MAX)
+      uv_read_stop(st);
+  } else if (n < 0) {
+    uv_read_stop(st);
+    if (n != UV_EOF) {
+      lc__tunnel_end(k);
+      return;
+    }
+    k->stream_eof = 1;
+  }
+  sconn *c = k->c;
+  lc__tunnel_pump(k);
+  lc__ssh_update_poll(c);
+}
+
+static void on_stream_written(uv_write_t *req, int status) {
+  schan *k = req->data;
+  sconn *c = k->c;
+  k->writing = 0;
+  if (k->ending)
+    return;
+  if (status < 0) {
+    lc__tunnel_end(k);
+    return;
+  }
+  lc__tunnel_pump(k);
+  lc__ssh_update_poll(c);
+}
+
+static void on_stream_shut(uv_shutdown_t *req, int status) {
+  schan *k = req->data;
+  sconn *c = k->c;
+  (void)status;
+  k->shut_done = 1;
+  if (k->ending)
+    return;
+  lc__tunnel_pump(k);
+  lc__ssh_update_poll(c);
+}
+
+static void stream_start(schan *k) {
+  k->stream->data = k;
+  uv_read_start(k->stream, relay_alloc, on_stream_read);
+}
+
+/* Moves data both ways as far as windows, the write gate and the stream allow. */
+void lc__tunnel_pump(schan *k) {
+  sconn *c = k->c;
+  int n;
+
+  if (k->ending || k->state != CH_RUNNING)
+    return;
+  /* channel -> stream: one write in flight at most */
+  while (!k->writing && !k->shut_sent) {
+    uv_buf_t b;
+    int w;
+    if (ssh_channel_poll(k->ch, 0) <= 0)
+      break;
+    if ((n = ssh_channel_read(k->ch, relay_buf, sizeof(relay_buf), 0)) <= 0)
+      break;
+    b = uv_buf_init(relay_buf, (unsigned int)n);
+    w = uv_try_write(k->stream, &b, 1);
+    if (w == n)
+      continue;
+    if (w < 0 && w != UV_EAGAIN) {
+      lc__tunnel_end(k);
+      return;
+    }
+    if (w < 0)
+      w = 0;
+    free(k->wbuf);
+    if ((k->wbuf = lc__malloc((size_t)(n - w))) == NULL) {
+      lc__tunnel_end(k);
+      return;
+    }
+    memcpy(k->wbuf, relay_buf + w, (size_t)(n - w));
+    b = uv_buf_init(k->wbuf, (unsigned int)(n - w));
+    k->wreq.data = k;
+    if (uv_write(&k->wreq, k->stream, &b, 1, on_stream_written) < 0) {
+      lc__tunnel_end(k);
+      return;
+    }
+    k->writing = 1;
+  }
+  /* the host's EOF, once everything before it was written: half-close the stream */
+  if (!k->writing && !k->shut_sent && ssh_channel_is_eof(k->ch) &&
+      ssh_channel_poll(k->ch, 0) <= 0) {
+    k->shut_sent = 1;
+    k->sreq.data = k;
+    if (uv_shutdown(&k->sreq, k->stream, on_stream_shut) < 0)
+      k->shut_done = 1;
+  }
+  /* stream -> channel, within the window and the write gate */
+  while (k->to_chan.len > 0 && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
+    uint32_t win = ssh_channel_window_size(k->ch);
+    size_t len = k->to_chan.len < WRITE_CHUNK ? k->to_chan.len : WRITE_CHUNK;
+    if (win == 0)
+      break;
+    if (len > win)
+      len = win;
+    if ((n = ssh_channel_write(k->ch, k->to_chan.data, (uint32_t)len)) < 0) {
+      lc__tunnel_end(k);
+      return;
+    }
+    lc__buf_consume(&k->to_chan, (size_t)n);
+  }
+  if (!k->stream_eof && k->to_chan.len < RELAY_BUF_MAX / 2)
+    uv_read_start(k->stream, relay_alloc, on_stream_read);
+  if (k->stream_eof && k->to_chan.len == 0 && !k->chan_eof_sent &&
+      !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
+    k->chan_eof_sent = 1;
+    ssh_channel_send_eof(k->ch);
+  }
+  if (k->remote_closed || ssh_channel_is_closed(k->ch) ||
+      (k->shut_done && k->chan_eof_sent && !k->writing))
+    lc__tunnel_end(k);
+}
+
+static void on_relay_close(ssh_session s, ssh_channel ch, void *userdata) {
+  schan *k = userdata;
+  (void)s;
+  (void)ch;
+  k->remote_closed = 1;
+}
+
+static void relay_running(schan *k) {
+  ssh_callbacks_init(&k->cb);
+  k->cb.userdata = k;
+  k->cb.channel_close_function = on_relay_close;
+  ssh_set_channel_callbacks(k->ch, &k->cb);
+  k->state = CH_RUNNING;
+  stream_start(k);
+  lc__tunnel_pump(k);
+}
+
+static schan *relay_new(sconn *c, uv_stream_t *stream) {
+  schan *k = lc__calloc(1, sizeof(*k));
+  if (k == NULL)
+    return NULL;
+  k->c = c;
+  k->kind = K_RELAY;
+  k->stream = stream;
+  if (stream != NULL)
+    stream->data = k;
+  return k;
+}
+
+/* ---- direct-tcpip: ProxyJump hops and local forwards ---------------------------------------- */
+
+/* The jump host's channel is open: run SSH over a socketpair whose other end is relayed. */
+static void jump_opened(schan *k) {
+  sconn *owner = k->owner;
+  uv_pipe_t *pipe;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    lc__ssh_fail(owner, -errno, "%s: socketpair: %s", owner->where, strerror(errno));
+    return;
+  }
+  if ((pipe = lc__malloc(sizeof(*pipe))) == NULL) {
+    close(sv[0]);
+    close(sv[1]);
+    lc__ssh_fail(owner, -ENOMEM, "%s: out of memory", owner->where);
+    return;
+  }
+  uv_pipe_init(lc__engine_loop(k->c->rt->engine), pipe, 0);
+  k->stream = (uv_stream_t *)pipe;
+  pipe->data = k;
+  if (uv_pipe_open(pipe, sv[1]) < 0) {
+    close(sv[0]);
+    close(sv[1]);
+    lc__ssh_fail(owner, LC_EINTERNAL, "%s: cannot relay the jump channel", owner->where);
+    return;
+  }
+  relay_running(k);
+  lc__ssh_start_session(owner, sv[0]);
+}
+
+/* Drives the open of a direct-tcpip channel; then the relay. */
+static void direct_drive(schan *k) {
+  int r = ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1",
+                                   k->origin_port);
+  if (r == SSH_AGAIN)
+    return;
+  if (r != SSH_OK) {
+    sconn *owner = k->owner;
+    if (owner != NULL) {
+      k->owner = NULL;
+      owner->relay = NULL;
+      lc__ssh_fail(owner, -ECONNREFUSED, "%s: the jump host %s cannot reach %s:%d: %s",
+                   owner->where, k->c->rt->name, k->target_host, k->target_port,
+                   lc__ssh_err(k->c));
+    }
+    lc__tunnel_end(k); /* a forward's client: only this connection closes */
+    return;
+  }
+  if (k->owner != NULL)
+    jump_opened(k);
+  else
+    relay_running(k);
+}
+
+int lc__tunnel_jump_open(sconn *j, sconn *owner) {
+  schan *k = relay_new(j, NULL);
+  if (k == NULL || (k->ch = ssh_channel_new(j->s)) == NULL ||
+      (k->target_host = lc__strdup(owner->host.hostname)) == NULL) {
+    if (k != NULL) {
+      if (k->ch)
+        ssh_channel_free(k->ch);
+      free(k);
+    }
+    return -ENOMEM;
+  }
+  k->state = CH_OPENING;
+  k->owner = owner;
+  k->target_port = owner->host.port;
+  k->origin_port = 22;
+  lc__ssh_chan_link(j, k);
+  owner->relay = k;
+  direct_drive(k);
+  lc__ssh_update_poll(j);
+  return 0;
+}
+
+void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
+  sconn *c = f->rt->backend;
+  struct sockaddr_storage peer;
+  int len = sizeof(peer);
+  schan *k;
+  if (c == NULL || c->state != C_READY || (k = relay_new(c, (uv_stream_t *)client)) == NULL) {
+    uv_close((uv_handle_t *)client, (uv_close_cb)free);
+    return;
+  }
+  if ((k->ch = ssh_channel_new(c->s)) == NULL ||
+      (k->target_host = lc__strdup(f->target)) == NULL) {
+    k->stream = NULL;
+    if (k->ch)
+      ssh_channel_free(k->ch);
+    free(k->target_host);
+    free(k);
+    uv_close((uv_handle_t *)client, (uv_close_cb)free);
+    return;
+  }
+  uv_tcp_getpeername(client, (struct sockaddr *)&peer, &len);
+  k->origin_port = ntohs(((struct sockaddr_in *)&peer)->sin_port);
+  k->target_port = f->target_port;
+  k->fwd = f;
+  k->state = CH_OPENING;
+  lc__ssh_chan_link(c, k);
+  direct_drive(k);
+  lc__ssh_update_poll(c);
+}
+
+/* ---- remote forwards ------------------------------------------------------------------------ */
+
+static void req_free(sreq *q) {
+  free(q->bind);
+  free(q);
+}
+
+static int req_push(sconn *c, lc_forward *f, const char *bind, int port) {
+  sreq *q = lc__calloc(1, sizeof(*q)), **tail = &c->reqs;
+  if (q == NULL || (q->bind = lc__strdup(bind)) == NULL) {
+    free(q);
+    return -ENOMEM;
+  }
+  q->fwd = f;
+  q->port = port;
+  while (*tail != NULL)
+    tail = &(*tail)->next;
+  *tail = q;
+  return 0;
+}
+
+/* Sends the global requests one at a time (only one may be outstanding per session). */
+void lc__tunnel_requests(sconn *c) {
+  while (c->reqs != NULL && c->state == C_READY) {
+    sreq *q = c->reqs;
+    int r = q->fwd != NULL ? ssh_channel_listen_forward(c->s, q->bind, q->port, NULL)
+                           : ssh_channel_cancel_forward(c->s, q->bind, q->port);
+    if (r == SSH_AGAIN) {
+      c->req_sent = 1;
+      return;
+    }
+    c->req_sent = 0;
+    c->reqs = q->next;
+    if (q->fwd != NULL && r == SSH_OK) {
+      q->fwd->backend = c; /* listening on the host */
+      q->fwd->retry_ms = 0;
+      lc__forward_ready(q->fwd, NULL);
+    } else if (q->fwd != NULL && q->fwd->call != NULL) {
+      lc__err err = {0};
+      lc__err_set(&err, LC_EFORWARD, "%s refused to listen on %s port %d: %s", c->rt->name,
+                  q->bind, q->port, lc__ssh_err(c));
+      lc__forward_ready(q->fwd, &err);
+    } else if (q->fwd != NULL) {
+      /* after a reconnect the old session may still hold the port: try again, backing off */
+      q->next = c->failed_reqs;
+      c->failed_reqs = q;
+      q->fwd->retry_ms = q->fwd->retry_ms ? q->fwd->retry_ms * 2 : 250;
+      if (q->fwd->retry_ms > 10000)
+        q->fwd->retry_ms = 10000;
+      lc__ssh_retry_in(c, q->fwd->retry_ms);
+      continue;
+    }
+    req_free(q);
+  }
+}
+
+void lc__tunnel_fwd_start(lc_forward *f) {
+  sconn *c = f->rt->backend;
+  lc__err err = {0};
+  if (c == NULL || c->state != C_READY) {
+    lc__err_set(&err, LC_ECLOSED, "%s: not connected", f->rt->name);
+    lc__forward_ready(f, &err);
+    return;
+  }
+  if (req_push(c, f, f->bind, f->port) < 0) {
+    lc__err_set(&err, -ENOMEM, "out of memory");
+    lc__forward_ready(f, &err);
+    return;
+  }
+  lc__tunnel_requests(c);
+  lc__ssh_update_poll(c);
+}
+
+static void on_target_connected(uv_connect_t *req, int status) {
+  schan *k = req->data;
+  sconn *c = k->c;
+  if (k->ending)
+    return;
+  if (status < 0) { /* the target refused: only this connection closes */
+    lc__tunnel_end(k);
+    lc__ssh_update_poll(c);
+    return;
+  }
+  uv_tcp_nodelay((uv_tcp_t *)k->stream, 1);
+  relay_running(k);
+  lc__ssh_update_poll(c);
+}
+
+/* Takes the connections the host forwards to us, and connects each to its forward's target. */
+void lc__tunnel_accept_forwarded(sconn *c) {
+  ssh_channel ch;
+  int dport = 0;
+  while (c->state == C_READY &&
+         (ch = ssh_channel_open_forward_port(c->s, 0, &dport, NULL, NULL)) != NULL) {
+    lc_forward *f = c->rt->forwards;
+    struct sockaddr_storage addr;
+    uv_tcp_t *tcp = NULL;
+    schan *k = NULL;
+    while (f != NULL && !(f->kind == LC_FORWARD_REMOTE && f->port == dport && f->backend == c))
+      f = f->next;
+    if (f == NULL || lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
+        (tcp = lc__malloc(sizeof(*tcp))) == NULL || (k = relay_new(c, NULL)) == NULL) {
+      free(tcp);
+      ssh_channel_close(ch);
+      ssh_channel_free(ch);
+      continue;
+    }
+    uv_tcp_init(lc__engine_loop(c->rt->engine), tcp);
+    k->stream = (uv_stream_t *)tcp;
+    tcp->data = k;
+    k->ch = ch;
+    k->fwd = f;
+    k->state = CH_CONNECTING;
+    lc__ssh_chan_link(c, k);
+    k->creq.data = k;
+    if (uv_tcp_connect(&k->creq, tcp, (struct sockaddr *)&addr, on_target_connected) < 0)
+      lc__tunnel_end(k);
+  }
+}
+
+/* Drops f's requests from a list; one already sent keeps its place, answered for nobody. */
+static void drop_reqs(sreq **q, lc_forward *f, int head_sent) {
+  for (int first = 1; *q != NULL; first = 0) {
+    if ((*q)->fwd != f) {
+      q = &(*q)->next;
+    } else if (first && head_sent) {
+      (*q)->fwd = NULL;
+      q = &(*q)->next;
+    } else {
+      sreq *dead = *q;
+      *q = dead->next;
+      req_free(dead);
+    }
+  }
+}
+
+void lc__tunnel_fwd_stop(lc_forward *f) {
+  sconn *c = f->rt != NULL ? f->rt->backend : NULL;
+  if (c == NULL)
+    return;
+  for (schan *k = c->chans, *next; k != NULL; k = next) {
+    next = k->next;
+    if (k->kind == K_RELAY && k->fwd == f)
+      lc__tunnel_end(k);
+  }
+  drop_reqs(&c->reqs, f, c->req_sent);
+  drop_reqs(&c->failed_reqs, f, 0);
+  if (f->kind == LC_FORWARD_REMOTE && f->backend == c && c->state == C_READY) {
+    req_push(c, NULL, f->bind, f->port); /* cancel-tcpip-forward */
+    lc__tunnel_requests(c);
+    lc__ssh_update_poll(c);
+  }
+  f->backend = NULL;
+}
+
+/* ---- connection lost, connection back ------------------------------------------------------- */
+
+/* The connection is gone: forwards go down (their connections end with the channels). */
+void lc__tunnel_lost(sconn *c, const lc__err *err) {
+  while (c->reqs != NULL || c->failed_reqs != NULL) {
+    sreq *q = c->reqs ? c->reqs : c->failed_reqs;
+    if (q == c->reqs)
+      c->reqs = q->next;
+    else
+      c->failed_reqs = q->next;
+    if (q->fwd != NULL && q->fwd->call != NULL)
+      lc__forward_ready(q->fwd, err);
+    req_free(q);
+  }
+  c->req_sent = 0;
+  for (lc_forward *f = c->rt->forwards; f != NULL; f = f->next) {
+    if (f->backend == c)
+      f->backend = NULL;
+    lc__forward_set_up(f, 0, err->msg);
+  }
+}
+
+/* Back after a reconnect: local forwards are up again, remote ones ask the host to listen. */
+void lc__tunnel_restore(sconn *c) {
+  for (lc_forward *f = c->rt->forwards; f != NULL; f = f->next) {
+    if (f->kind == LC_FORWARD_LOCAL)
+      lc__forward_set_up(f, 1, "reconnected");
+    else
+      req_push(c, f, f->bind, f->port);
+  }
+  lc__tunnel_retry(c);
+}
+
+/* Remote listens that failed after a reconnect go back into the queue. */
+void lc__tunnel_retry(sconn *c) {
+  while (c->failed_reqs != NULL) {
+    sreq *q = c->failed_reqs;
+    c->failed_reqs = q->next;
+    if (q->fwd != NULL)
+      req_push(c, q->fwd, q->bind, q->port);
+    req_free(q);
+  }
+  lc__tunnel_requests(c);
+}
+
+/* Relays of one connection: open, connect, pump. */
+void lc__tunnel_pump_any(schan *k) {
+  if (k->state == CH_OPENING)
+    direct_drive(k);
+  else if (k->state == CH_RUNNING)
+    lc__tunnel_pump(k);
+}

@@ -1,0 +1,365 @@
+/*
+ * forward.c - port forwards, whatever the backend: the public calls, the local listener, and the
+ * stream-to-stream relay used by the local backend.
+ */
+#include "runtime_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RELAY_CHUNK (64 * 1024)
+#define RELAY_HIGH (1024 * 1024) /* stop reading while this much waits to be written */
+
+void lc_forward_options_init(lc_forward_options *opts) {
+  lc_forward_options init = LC_FORWARD_OPTIONS_INIT;
+  *opts = init;
+}
+
+int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port) {
+  memset(out, 0, sizeof(*out));
+  if (strcmp(host, "localhost") == 0)
+    host = "127.0.0.1";
+  if (uv_ip4_addr(host, port, (struct sockaddr_in *)out) == 0)
+    return 0;
+  if (strcmp(host, "ip6-localhost") == 0)
+    host = "::1";
+  if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)out) == 0)
+    return 0;
+  return -EINVAL;
+}
+
+void lc__forward_set_up(lc_forward *f, int up, const char *detail) {
+  int was = __atomic_exchange_n(&f->up, up, __ATOMIC_ACQ_REL);
+  if (was != up && f->announced && f->on_state != NULL)
+    f->on_state(f, up ? LC_FORWARD_UP : LC_FORWARD_DOWN, detail ? detail : "", f->payload);
+}
+
+void lc__forward_ready(lc_forward *f, const lc__err *err) {
+  lc__call *c = f->call;
+  f->call = NULL;
+  if (err == NULL || err->code == 0) {
+    lc__forward_set_up(f, 1, "up");
+    f->announced = 1;
+  }
+  if (c == NULL)
+    return;
+  if (err != NULL && err->code < 0)
+    c->err = *err;
+  lc__call_done(c, err ? err->code : 0);
+}
+
+/* ---- stream to stream relay ----------------------------------------------------------------- */
+
+typedef struct srelay {
+  uv_stream_t *s[2];
+  int eof[2];      /* s[i] said EOF */
+  int shut[2];     /* s[i] was shut down for writing */
+  int closing;
+  int open_handles;
+  uv_shutdown_t sreq[2];
+} srelay;
+
+typedef struct swrite {
+  uv_write_t req;
+  srelay *r;
+  int to;
+  char data[];
+} swrite;
+
+static void srelay_closed(uv_handle_t *h) {
+  srelay *r = h->data;
+  free(h);
+  if (--r->open_handles == 0)
+    free(r);
+}
+
+static void srelay_close(srelay *r) {
+  if (r->closing)
+    return;
+  r->closing = 1;
+  for (int i = 0; i < 2; i++)
+    uv_close((uv_handle_t *)r->s[i], srelay_closed);
+}
+
+static void srelay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  swrite *w = malloc(sizeof(*w) + RELAY_CHUNK);
+  (void)h;
+  (void)suggested;
+  buf->base = w ? w->data : NULL;
+  buf->len = w ? RELAY_CHUNK : 0;
+}
+
+static void srelay_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
+
+static void srelay_written(uv_write_t *req, int status) {
+  swrite *w = (swrite *)req;
+  srelay *r = w->r;
+  int to = w->to, from = !to;
+  free(w);
+  if (r->closing)
+    return;
+  if (status < 0) {
+    srelay_close(r);
+    return;
+  }
+  if (!r->eof[from] && uv_stream_get_write_queue_size(r->s[to]) < RELAY_HIGH / 2)
+    uv_read_start(r->s[from], srelay_alloc, srelay_read);
+}
+
+static void srelay_shut(uv_shutdown_t *req, int status) {
+  srelay *r = req->data;
+  (void)status;
+  if (r->shut[0] && r->shut[1])
+    srelay_close(r);
+}
+
+static void srelay_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  srelay *r = st->data;
+  int from = st == r->s[1], to = !from;
+  swrite *w = buf->base ? (swrite *)(buf->base - offsetof(swrite, data)) : NULL;
+  if (n > 0 && !r->closing) {
+    uv_buf_t b = uv_buf_init(buf->base, (unsigned int)n);
+    w->r = r;
+    w->to = to;
+    if (uv_write(&w->req, r->s[to], &b, 1, srelay_written) < 0) {
+      free(w);
+      srelay_close(r);
+      return;
+    }
+    if (uv_stream_get_write_queue_size(r->s[to]) >= RELAY_HIGH)
+      uv_read_stop(st); /* back-pressure: resume when the writes drain */
+    return;
+  }
+  free(w);
+  if (n == 0 || r->closing)
+    return;
+  uv_read_stop(st);
+  if (n != UV_EOF) {
+    srelay_close(r);
+    return;
+  }
+  /* half-close: pass the EOF on, keep the other direction open */
+  r->eof[from] = 1;
+  r->shut[to] = 1;
+  r->sreq[to].data = r;
+  if (uv_shutdown(&r->sreq[to], r->s[to], srelay_shut) < 0)
+    srelay_close(r);
+}
+
+void lc__relay_streams(uv_stream_t *a, uv_stream_t *b) {
+  srelay *r = lc__calloc(1, sizeof(*r));
+  if (r == NULL) {
+    uv_close((uv_handle_t *)a, (uv_close_cb)free);
+    uv_close((uv_handle_t *)b, (uv_close_cb)free);
+    return;
+  }
+  r->s[0] = a;
+  r->s[1] = b;
+  r->open_handles = 2;
+  a->data = b->data = r;
+  uv_read_start(a, srelay_alloc, srelay_read);
+  uv_read_start(b, srelay_alloc, srelay_read);
+}
+
+/* ---- the local listener --------------------------------------------------------------------- */
+
+static void client_closed(uv_handle_t *h) { free(h); }
+
+static void on_connection(uv_stream_t *server, int status) {
+  lc_forward *f = server->data;
+  uv_tcp_t *client;
+  if (status < 0 || f == NULL)
+    return;
+  if ((client = lc__malloc(sizeof(*client))) == NULL)
+    return;
+  uv_tcp_init(server->loop, client);
+  if (uv_accept(server, (uv_stream_t *)client) < 0) {
+    uv_close((uv_handle_t *)client, client_closed);
+    return;
+  }
+  uv_tcp_nodelay(client, 1);
+  if (!f->up || f->rt == NULL) { /* down: refuse by closing, the listener stays ours */
+    uv_close((uv_handle_t *)client, client_closed);
+    return;
+  }
+  f->rt->ops->fwd_accept(f, client);
+}
+
+static void listener_closed(uv_handle_t *h) { free(h); }
+
+static int listen_local(lc_forward *f, lc__err *err) {
+  struct sockaddr_storage addr;
+  uv_tcp_t *l;
+  int len = sizeof(addr), r;
+  if (lc__forward_target_addr(&addr, f->bind, f->port) < 0)
+    return lc__err_set(err, -EINVAL, "cannot listen on %s: not an address", f->bind);
+  if ((l = lc__malloc(sizeof(*l))) == NULL)
+    return lc__err_set(err, -ENOMEM, "out of memory");
+  uv_tcp_init(lc__engine_loop(f->engine), l);
+  l->data = f;
+  if ((r = uv_tcp_bind(l, (struct sockaddr *)&addr, 0)) == 0)
+    r = uv_listen((uv_stream_t *)l, 511, on_connection);
+  if (r < 0) {
+    l->data = NULL;
+    uv_close((uv_handle_t *)l, listener_closed);
+    if (r == UV_EADDRINUSE)
+      return lc__err_set(err, -EADDRINUSE, "port %d is in use on this machine (%s)", f->port,
+                         f->bind);
+    return lc__err_set(err, r, "cannot listen on %s port %d: %s", f->bind, f->port,
+                       uv_strerror(r));
+  }
+  uv_tcp_getsockname(l, (struct sockaddr *)&addr, &len);
+  f->port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
+                                             : ((struct sockaddr_in *)&addr)->sin_port);
+  f->listener = l;
+  return 0;
+}
+
+/* ---- public calls --------------------------------------------------------------------------- */
+
+typedef struct {
+  lc__call call;
+  lc_forward *f;
+} fwd_call;
+
+static void unlink_forward(lc_forward *f) {
+  lc_runtime *rt = f->rt;
+  if (rt == NULL)
+    return;
+  if (f->prev)
+    f->prev->next = f->next;
+  else if (rt->forwards == f)
+    rt->forwards = f->next;
+  if (f->next)
+    f->next->prev = f->prev;
+  f->next = f->prev = NULL;
+}
+
+static void start_fn(lc__call *c) {
+  lc_forward *f = ((fwd_call *)c)->f;
+  lc_runtime *rt = f->rt;
+  int r;
+  if (!lc_runtime_is_connected(rt)) {
+    lc__err_set(&c->err, LC_ECLOSED, "%s: not connected", rt->name);
+    lc__call_done(c, LC_ECLOSED);
+    return;
+  }
+  f->next = rt->forwards;
+  if (rt->forwards)
+    rt->forwards->prev = f;
+  rt->forwards = f;
+  if (f->kind == LC_FORWARD_LOCAL || rt->ops->fwd_start == NULL) {
+    if ((r = listen_local(f, &c->err)) < 0) {
+      unlink_forward(f);
+      lc__call_done(c, r);
+      return;
+    }
+    f->call = c;
+    lc__forward_ready(f, NULL);
+    return;
+  }
+  f->call = c;
+  rt->ops->fwd_start(f);
+}
+
+static void stop_fn(lc__call *c) {
+  lc_forward *f = ((fwd_call *)c)->f;
+  unlink_forward(f);
+  if (f->listener != NULL) {
+    f->listener->data = NULL;
+    uv_close((uv_handle_t *)f->listener, listener_closed);
+    f->listener = NULL;
+  }
+  if (f->rt != NULL && f->rt->ops->fwd_stop != NULL)
+    f->rt->ops->fwd_stop(f);
+  lc__call_done(c, 0);
+}
+
+static void forward_release(lc_forward *f) {
+  free(f->bind);
+  free(f->target);
+  free(f);
+}
+
+/* A remote listen the host refused: say whether the port is taken there or forwarding is off. */
+static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
+  char cmd[256];
+  lc_exec_result res = {0};
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  eo.timeout_ms = 10000;
+  snprintf(cmd, sizeof(cmd),
+           "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -Eqi '^ *[0-9]+: [0-9A-F]+:%04X "
+           "[0-9A-F]+:[0-9A-F]+ 0A '",
+           port);
+  if (lc_runtime_exec(&res, rt, cmd, &eo) == 0 && res.exit_status == 0)
+    return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
+  return lc__error_set(code, "%s refused to listen on port %d: the port is free there, so "
+                             "forwarding is probably disabled (AllowTcpForwarding in its "
+                             "sshd_config)",
+                       rt->name, port);
+}
+
+int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
+                   const char *target_host, int target_port, const lc_forward_options *opts) {
+  lc_forward *f = NULL;
+  fwd_call fc;
+  const char *bind = opts && opts->bind_address ? opts->bind_address : "127.0.0.1";
+  int r;
+
+  *out = NULL;
+  if (rt == NULL || target_host == NULL || target_host[0] == '\0')
+    return lc__error_set(-EINVAL, "forward: no runtime or no target host given");
+  if (kind != LC_FORWARD_LOCAL && kind != LC_FORWARD_REMOTE)
+    return lc__error_set(-EINVAL, "forward: kind must be LC_FORWARD_LOCAL or LC_FORWARD_REMOTE");
+  if (port < (kind == LC_FORWARD_REMOTE) || port > 65535)
+    return lc__error_set(-EINVAL, "forward: listen port %d is out of range (%s)", port,
+                         kind == LC_FORWARD_REMOTE ? "1-65535" : "0-65535, 0 picks one");
+  if (target_port < 1 || target_port > 65535)
+    return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)",
+                         target_port);
+  if (strcmp(bind, "localhost") == 0)
+    bind = "127.0.0.1";
+  if (strcmp(bind, "127.0.0.1") != 0 && strcmp(bind, "::1") != 0)
+    return lc__error_set(-EINVAL, "forward: refusing to listen on %s: forwards listen on "
+                                  "loopback only (127.0.0.1 or ::1)",
+                         bind);
+  if ((f = lc__calloc(1, sizeof(*f))) == NULL || (f->bind = lc__strdup(bind)) == NULL ||
+      (f->target = lc__strdup(target_host)) == NULL) {
+    if (f)
+      forward_release(f);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  f->rt = rt;
+  f->engine = rt->engine;
+  f->kind = kind;
+  f->port = port;
+  f->target_port = target_port;
+  if (opts != NULL) {
+    f->on_state = opts->on_state;
+    f->payload = opts->payload;
+  }
+  fc.f = f;
+  if ((r = lc__engine_run(rt->engine, &fc.call, start_fn)) < 0) {
+    if (r == LC_EFORWARD && kind == LC_FORWARD_REMOTE)
+      r = explain_remote_refusal(rt, port, r);
+    forward_release(f);
+    return r;
+  }
+  *out = f;
+  return 0;
+}
+
+int lc_forward_port(const lc_forward *f) { return f->port; }
+
+int lc_forward_is_up(const lc_forward *f) { return __atomic_load_n(&f->up, __ATOMIC_ACQUIRE); }
+
+void lc_forward_free(lc_forward *f) {
+  fwd_call fc = {.f = f};
+  if (f == NULL)
+    return;
+  lc__engine_run(f->engine, &fc.call, stop_fn);
+  forward_release(f);
+}
