@@ -53,14 +53,17 @@ void lc__forward_ready(lc_forward *f, const lc__err *err) {
 
 /* ---- stream to stream relay ----------------------------------------------------------------- */
 
-typedef struct srelay {
+typedef struct srelay srelay;
+struct srelay {
+  srelay *next, *prev; /* the forward's relays */
+  lc_forward *f;
   uv_stream_t *s[2];
   int eof[2];      /* s[i] said EOF */
   int shut[2];     /* s[i] was shut down for writing */
   int closing;
   int open_handles;
   uv_shutdown_t sreq[2];
-} srelay;
+};
 
 typedef struct swrite {
   uv_write_t req;
@@ -80,6 +83,15 @@ static void srelay_close(srelay *r) {
   if (r->closing)
     return;
   r->closing = 1;
+  if (r->f != NULL) {
+    if (r->prev)
+      r->prev->next = r->next;
+    else
+      r->f->relays = r->next;
+    if (r->next)
+      r->next->prev = r->prev;
+    r->f = NULL;
+  }
   for (int i = 0; i < 2; i++)
     uv_close((uv_handle_t *)r->s[i], srelay_closed);
 }
@@ -149,7 +161,7 @@ static void srelay_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     srelay_close(r);
 }
 
-void lc__relay_streams(uv_stream_t *a, uv_stream_t *b) {
+void lc__relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b) {
   srelay *r = lc__calloc(1, sizeof(*r));
   if (r == NULL) {
     uv_close((uv_handle_t *)a, (uv_close_cb)free);
@@ -159,9 +171,19 @@ void lc__relay_streams(uv_stream_t *a, uv_stream_t *b) {
   r->s[0] = a;
   r->s[1] = b;
   r->open_handles = 2;
+  r->f = f;
+  r->next = f->relays;
+  if (f->relays)
+    f->relays->prev = r;
+  f->relays = r;
   a->data = b->data = r;
   uv_read_start(a, srelay_alloc, srelay_read);
   uv_read_start(b, srelay_alloc, srelay_read);
+}
+
+void lc__forward_close_relays(lc_forward *f) {
+  while (f->relays != NULL)
+    srelay_close(f->relays);
 }
 
 /* ---- the local listener --------------------------------------------------------------------- */
@@ -275,6 +297,7 @@ static void stop_fn(lc__call *c) {
   }
   if (f->rt != NULL && f->rt->ops->fwd_stop != NULL)
     f->rt->ops->fwd_stop(f);
+  lc__forward_close_relays(f);
   lc__call_done(c, 0);
 }
 

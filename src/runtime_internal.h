@@ -77,6 +77,7 @@ struct lc_forward {
   int announced;           /* came up once: later changes go to on_state */
   uv_tcp_t *listener;      /* generic local listener, or NULL */
   void *backend;
+  struct srelay *relays;   /* stream relays (local runtime) */
   lc__call *call;          /* the start waiting for the first "up" */
   unsigned long retry_ms;  /* backoff of a remote listen that failed after a reconnect */
 };
@@ -139,8 +140,11 @@ void lc__forward_ready(lc_forward *f, const lc__err *err);
 void lc__forward_set_up(lc_forward *f, int up, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
-/* Relays a connected local stream to another (local backend): both are owned by the relay. */
-void lc__relay_streams(uv_stream_t *a, uv_stream_t *b);
+/* Relays a connected local stream to another (local backend): both are owned by the relay,
+ * which belongs to f until either side closes. */
+void lc__relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b);
+/* Closes every stream relay of f now. */
+void lc__forward_close_relays(lc_forward *f);
 
 /* command.c: composing what a host's sh runs. */
 int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,

@@ -192,19 +192,30 @@ static void local_proc_abort(lc_process *p) {
 }
 
 /* A forward on this machine is a plain relay from the listener to the target. */
-typedef struct lconnect {
+typedef struct lconnect lconnect;
+struct lconnect {
   uv_connect_t req;
   uv_tcp_t *client;
-} lconnect;
+  lc_forward *f; /* NULL once the forward is gone */
+  lconnect *next, *prev; /* f->backend: the connects still in flight */
+};
 
 static void on_target_connected(uv_connect_t *req, int status) {
   lconnect *lc = (lconnect *)req;
-  if (status < 0) { /* the target refused: this connection closes, the forward stays */
+  if (lc->f != NULL) {
+    if (lc->prev)
+      lc->prev->next = lc->next;
+    else
+      lc->f->backend = lc->next;
+    if (lc->next)
+      lc->next->prev = lc->prev;
+  }
+  if (status < 0 || lc->f == NULL) { /* refused: this connection closes, the forward stays */
     uv_close((uv_handle_t *)lc->client, (uv_close_cb)free);
     uv_close((uv_handle_t *)req->handle, (uv_close_cb)free);
   } else {
     uv_tcp_nodelay((uv_tcp_t *)req->handle, 1);
-    lc__relay_streams((uv_stream_t *)lc->client, req->handle);
+    lc__relay_streams(lc->f, (uv_stream_t *)lc->client, req->handle);
   }
   free(lc);
 }
@@ -225,7 +236,19 @@ static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
     free(lc);
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     uv_close((uv_handle_t *)up, (uv_close_cb)free);
+    return;
   }
+  lc->f = f;
+  lc->next = f->backend;
+  if (lc->next)
+    lc->next->prev = lc;
+  f->backend = lc;
+}
+
+static void local_fwd_stop(lc_forward *f) {
+  for (lconnect *lc = f->backend; lc != NULL; lc = lc->next)
+    lc->f = NULL;
+  f->backend = NULL;
 }
 
 static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
@@ -237,5 +260,6 @@ const lc__backend_ops lc__local_ops = {
     .proc_kick = local_proc_kick,
     .proc_abort = local_proc_abort,
     .fwd_accept = local_fwd_accept,
+    .fwd_stop = local_fwd_stop,
     .close = local_close,
 };

@@ -1,0 +1,31 @@
+/*
+ * ports_internal.h - the /proc/net/tcp reader behind lc_ports_listening, shared with the unit
+ * tests, which feed it recorded text.
+ */
+#ifndef LC_PORTS_INTERNAL_H
+#define LC_PORTS_INTERNAL_H
+
+#include "internal.h"
+
+/* What one host's /proc/net/tcp and /proc/net/tcp6 said, read line by line. */
+typedef struct lc__portscan {
+  uint8_t listening[65536 / 8]; /* bit p: port p listens (state 0A) on some address */
+  size_t headers;               /* header lines ("sl local_address ..."): 1 per file read */
+  size_t entries;               /* socket lines understood, in any state */
+  size_t skipped;               /* other lines: garbage, truncated, malformed */
+} lc__portscan;
+
+/*
+ * Reads one line of /proc/net/tcp or /proc/net/tcp6 (without its newline; trailing blanks are
+ * fine): a header, an IPv4 entry ("0: 0100007F:1F90 00000000:0000 0A ...") or an IPv6 entry
+ * (32 hex digits for the address). Anything else only counts as skipped.
+ */
+void lc__portscan_line(lc__portscan *s, const char *line, size_t len);
+
+/* Reads text (the two files one after the other) line by line, as lc__portscan_line. */
+void lc__portscan_text(lc__portscan *s, const char *text, size_t len);
+
+/* The listening ports of s as a new set. Returns 0 or -ENOMEM. */
+int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
+
+#endif /* LC_PORTS_INTERNAL_H */
