@@ -1,0 +1,597 @@
+/*
+ * test_ports.c - port lists (parsing, every kind of bad input and its message, merging,
+ * iteration, formatting), /proc/net/tcp and /proc/net/tcp6 read from recorded text, the
+ * process-wide reservation (also with threads hammering it) and the bind test on this machine.
+ * No network beyond loopback sockets of this machine.
+ */
+#include "lc_test.h"
+#include "ports_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define NVALUES(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parses spec and checks its formatted form and count. */
+static void check_parse(const char *spec, const char *want, size_t count) {
+  lc_ports *p = NULL;
+  char *text = NULL;
+  LC_REQUIRE_OK(lc_ports_parse(&p, spec));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, want);
+  if (lc_ports_count(p) != count)
+    fprintf(stderr, "  \"%s\": count %zu, want %zu\n", spec, lc_ports_count(p), count);
+  LC_CHECK(lc_ports_count(p) == count);
+  lc_free(text);
+  lc_ports_free(p);
+}
+
+static void test_parse_forms(void) {
+  check_parse("8786", "8786", 1);
+  check_parse("60000-60199", "60000-60199", 200);
+  check_parse("61000-61010,62000", "61000-61010,62000", 12);
+  check_parse("61000-61010 , 62000", "61000-61010,62000", 12);
+  check_parse("  61000-61010,\t62000  ", "61000-61010,62000", 12);
+  check_parse("1", "1", 1);
+  check_parse("65535", "65535", 1);
+  check_parse("1-65535", "1-65535", 65535);
+  check_parse("5-5", "5", 1);
+  check_parse("0080", "80", 1); /* leading zeros are still port 80 */
+  check_parse("7,5,3", "3,5,7", 3);
+}
+
+static void test_parse_merges(void) {
+  check_parse("8786,8786", "8786", 1);
+  check_parse("10-20,15-25", "10-25", 16);
+  check_parse("10-20,21-30", "10-30", 21); /* touching ranges become one */
+  check_parse("5,3,1,2,4", "1-5", 5);
+  check_parse("10-20,15-25,5,26,30-31,1-3,4", "1-5,10-26,30-31", 24);
+  check_parse("100-200,1-1000", "1-1000", 1000); /* swallows an inner range */
+  check_parse("1,3,5,7,9,2-8", "1-9", 9);        /* bridges several */
+  check_parse("60000-60199,60000", "60000-60199", 200);
+}
+
+typedef struct bad_case {
+  const char *spec;
+  const char *detail; /* a part of the message besides the quoted list */
+} bad_case;
+
+static void test_parse_bad_input(void) {
+  static const bad_case cases[] = {
+      {"200-100", "\"200-100\": the range runs backwards (200 is above 100)"},
+      {"0", "\"0\": port 0 is not a port"},
+      {"0-5", "\"0-5\": port 0 is not a port"},
+      {"65536", "\"65536\": port 65536 is above 65535"},
+      {"1-70000", "\"1-70000\": port 70000 is above 65535"},
+      {"99999999999999999999", "port 99999999999999999999 is above 65535"},
+      {"abc", "\"abc\" is not a port or a range"},
+      {"1-", "\"1-\" is not a port or a range"},
+      {"-5", "\"-5\" is not a port or a range"},
+      {"1--2", "\"1--2\" is not a port or a range"},
+      {"1-2-3", "\"1-2-3\" is not a port or a range"},
+      {"+5", "\"+5\" is not a port or a range"},
+      {"0x50", "\"0x50\" is not a port or a range"},
+      {"80 81", "\"80 81\" is not a port or a range"},
+      {"5 - 6", "\"5 - 6\" is not a port or a range"},
+      {"8786;8787", "\"8786;8787\" is not a port or a range"},
+      {"60000-60199,abc", "\"abc\" is not a port or a range"},
+      {"60000-60199, 300-200", "\"300-200\": the range runs backwards"},
+      {"", "it is empty"},
+      {"   ", "it is empty"},
+      {",,", "an empty item at character 1"},
+      {"1,,2", "an empty item at character 3"},
+      {"1,", "an empty item at character 3"},
+      {",1", "an empty item at character 1"},
+      {"1, ,2", "an empty item at character 4"},
+  };
+  for (size_t i = 0; i < NVALUES(cases); i++) {
+    lc_ports *p = (lc_ports *)&p; /* must come back NULL */
+    char whole[256];
+    int r = lc_ports_parse(&p, cases[i].spec);
+    if (r != -EINVAL)
+      fprintf(stderr, "  \"%s\": returned %d\n", cases[i].spec, r);
+    LC_CHECK(r == -EINVAL);
+    LC_CHECK(p == NULL);
+    snprintf(whole, sizeof(whole), "bad port list \"%s\"", cases[i].spec);
+    LC_CHECK_CONTAINS(lc_error_last(), whole);
+    LC_CHECK_CONTAINS(lc_error_last(), cases[i].detail);
+    lc_ports_free(p == (lc_ports *)&p ? NULL : p);
+  }
+  LC_CHECK(lc_ports_parse(NULL, "1") == -EINVAL);
+  {
+    lc_ports *p = NULL;
+    LC_CHECK(lc_ports_parse(&p, NULL) == -EINVAL);
+    LC_CHECK(p == NULL);
+    LC_CHECK_CONTAINS(lc_error_last(), "none given");
+  }
+}
+
+static void test_iterate_contains(void) {
+  static const int want[] = {61000, 61001, 61002, 61003, 61004, 61005,
+                             61006, 61007, 61008, 61009, 61010, 62000};
+  lc_ports *p = NULL;
+  LC_REQUIRE_OK(lc_ports_parse(&p, "62000, 61000-61010"));
+  LC_REQUIRE(lc_ports_count(p) == NVALUES(want));
+  for (size_t i = 0; i < lc_ports_count(p); i++)
+    LC_CHECK(lc_ports_at(p, i) == want[i]);
+  LC_CHECK(lc_ports_at(p, NVALUES(want)) == 0);
+  LC_CHECK(lc_ports_at(p, (size_t)-1) == 0);
+  LC_CHECK(lc_ports_contains(p, 61000));
+  LC_CHECK(lc_ports_contains(p, 61010));
+  LC_CHECK(lc_ports_contains(p, 62000));
+  LC_CHECK(!lc_ports_contains(p, 60999));
+  LC_CHECK(!lc_ports_contains(p, 61011));
+  LC_CHECK(!lc_ports_contains(p, 61999));
+  LC_CHECK(!lc_ports_contains(p, 62001));
+  LC_CHECK(!lc_ports_contains(p, 0));
+  LC_CHECK(!lc_ports_contains(p, -1));
+  LC_CHECK(!lc_ports_contains(p, 70000));
+  LC_CHECK(!lc_ports_contains(NULL, 61000));
+  LC_CHECK(lc_ports_count(NULL) == 0);
+  LC_CHECK(lc_ports_at(NULL, 0) == 0);
+  lc_ports_free(p);
+  lc_ports_free(NULL);
+}
+
+static void test_add_and_format(void) {
+  lc_ports *p = NULL, *back = NULL;
+  char *text = NULL, *again = NULL;
+  LC_REQUIRE_OK(lc_ports_new(&p));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, ""); /* empty set */
+  lc_free(text);
+  text = NULL;
+  for (int port = 1001; port <= 1099; port += 2)
+    LC_CHECK_OK(lc_ports_add(p, port, port));
+  LC_CHECK(lc_ports_count(p) == 50);
+  LC_CHECK_OK(lc_ports_add(p, 1002, 1098)); /* fills every gap: one range */
+  LC_CHECK_OK(lc_ports_add(p, 40000, 40010));
+  LC_CHECK_OK(lc_ports_add(p, 65535, 65535));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, "1001-1099,40000-40010,65535");
+  LC_CHECK(lc_ports_count(p) == 99 + 11 + 1);
+  LC_CHECK_OK(lc_ports_parse(&back, text)); /* reads back to the same set */
+  LC_CHECK_OK(lc_ports_format(&again, back));
+  LC_CHECK_STR(again, text);
+  LC_CHECK(lc_ports_count(back) == lc_ports_count(p));
+
+  LC_CHECK(lc_ports_add(p, 0, 5) == -EINVAL);
+  LC_CHECK(lc_ports_add(p, 5, 65536) == -EINVAL);
+  LC_CHECK(lc_ports_add(p, 9, 8) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "9-8");
+  LC_CHECK(lc_ports_add(NULL, 1, 2) == -EINVAL);
+  LC_CHECK(lc_ports_count(p) == 111); /* unchanged by the failures */
+  LC_CHECK(lc_ports_format(NULL, p) == -EINVAL);
+  LC_CHECK(lc_ports_format(&text, NULL) == -EINVAL);
+  LC_CHECK(lc_ports_new(NULL) == -EINVAL);
+  lc_free(text);
+  lc_free(again);
+  lc_ports_free(back);
+  lc_ports_free(p);
+}
+
+/*
+ * Recorded on this project's build machine with `cat /proc/net/tcp /proc/net/tcp6` while a
+ * listener ran on 0.0.0.0:2024 (07E8), 127.0.0.1:23458 (5BA2), [::]:23456 (5BA0) and
+ * [::1]:23457 (5BA1, with a connection to it), next to SSH connections to test hosts in every
+ * state (01 ESTABLISHED, 06 TIME_WAIT, 08 CLOSE_WAIT). Trailing blanks are as the kernel writes
+ * them.
+ */
+static const char recorded[] =
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout "
+    "inode                                                     \n"
+    "   0: 00000000:07E8 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
+    "623 1 0000000086d9bd51 100 0 0 10 0                       \n"
+    "   1: 0100007F:5BA2 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 "
+    "306828 1 00000000875d63d1 100 0 0 10 0                    \n"
+    "   2: 010012C6:C7E8 0D0012C6:0016 08 00000000:000001BD 02:00000175 00000000     0        0 "
+    "306312 2 000000007f40fbf9 20 4 30 18 -1                   \n"
+    "   3: 010012C6:ACF8 0B0012C6:0016 06 00000000:00000000 03:000013FC 00000000     0        0 "
+    "0 3 00000000a99be34f                                      \n"
+    "   4: 010012C6:9712 0F0012C6:0016 01 00000090:00000000 01:00000089 00000003     0        0 "
+    "305134 3 00000000ad9fe11e 163 4 18 1 -1                   \n"
+    "   5: 010012C6:AD0C 0B0012C6:0016 08 00000000:00000001 02:00000198 00000000     0        0 "
+    "304903 2 00000000514c5a5a 20 4 16 22 -1                   \n"
+    "  sl  local_address                         remote_address                        st "
+    "tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    "   0: 00000000000000000000000000000000:5BA0 00000000000000000000000000000000:0000 0A "
+    "00000000:00000000 00:00000000 00000000     0        0 306825 1 000000006732b753 100 0 0 10 "
+    "0\n"
+    "   1: 00000000000000000000000001000000:5BA1 00000000000000000000000000000000:0000 0A "
+    "00000000:00000001 00:00000000 00000000     0        0 306826 2 000000007e217a03 100 0 0 10 "
+    "0\n"
+    "   2: 00000000000000000000000001000000:AE92 00000000000000000000000001000000:5BA1 01 "
+    "00000000:00000000 00:00000000 00000000     0        0 306827 2 000000001279caca 20 0 0 10 "
+    "-1\n"
+    "   3: 00000000000000000000000001000000:5BA1 00000000000000000000000001000000:AE92 01 "
+    "00000000:00000000 00:00000000 00000000     0        0 0 1 000000007a4a94f4 20 0 0 10 -1\n";
+
+static void test_proc_net_tcp_recorded(void) {
+  lc__portscan s;
+  lc_ports *p = NULL;
+  char *text = NULL;
+  memset(&s, 0, sizeof(s));
+  lc__portscan_text(&s, recorded, strlen(recorded));
+  LC_CHECK(s.headers == 2);
+  LC_CHECK(s.entries == 10);
+  LC_CHECK(s.skipped == 0);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  /* 2024 (v4 any), 23456 ([::]), 23457 ([::1]), 23458 (127.0.0.1); nothing that only connects */
+  LC_CHECK_STR(text, "2024,23456-23458");
+  LC_CHECK(!lc_ports_contains(p, 0xC7E8)); /* CLOSE_WAIT */
+  LC_CHECK(!lc_ports_contains(p, 0xACF8)); /* TIME_WAIT */
+  LC_CHECK(!lc_ports_contains(p, 0x9712)); /* ESTABLISHED */
+  LC_CHECK(!lc_ports_contains(p, 0xAE92)); /* ESTABLISHED, v6 */
+  LC_CHECK(!lc_ports_contains(p, 22));     /* remote end of those connections */
+  lc_free(text);
+  lc_ports_free(p);
+}
+
+static void test_proc_net_tcp_line_by_line(void) {
+  /* As lc_ports_listening feeds it: one line at a time, without newlines, last one unended. */
+  lc__portscan s;
+  const char *line = recorded;
+  memset(&s, 0, sizeof(s));
+  while (*line) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    lc__portscan_line(&s, line, len);
+    line += len + (end != NULL);
+  }
+  LC_CHECK(s.headers == 2 && s.entries == 10 && s.skipped == 0);
+  LC_CHECK(s.listening[2024 / 8] & (1 << (2024 % 8)));
+}
+
+static void test_proc_net_tcp_malformed(void) {
+  static const char *const lines[] = {
+      "garbage",
+      "cat: /proc/net/tcp6: No such file or directory",
+      "   5: 0100007F:1F90",                                     /* truncated */
+      "   6: 0100007F:1F91 00000000:0000",                       /* no state */
+      "   7: 0100007F:1F92 00000000:0000 0",                     /* one-digit state */
+      "   8: 0100007F:1F93 00000000:0000 0AB 00000000:00000000", /* three-digit state */
+      "   9: 0100007F 00000000:0000 0A 00000000:00000000",       /* no port */
+      "  10: 0100007G:1F94 00000000:0000 0A 00000000:00000000",  /* not hex */
+      "  11: 00007F:1F95 00000000:0000 0A 00000000:00000000",    /* 6-digit address */
+      "  12: 0100007F:11F96 00000000:0000 0A 00000000:00000000", /* 5-digit port */
+      "  13: 0100007F:1F97 00000000:0000 :A 00000000:00000000",  /* bad state */
+      "  14 0100007F:1F98 00000000:0000 0A 00000000:00000000",   /* no colon after sl */
+      ": 0100007F:1F99 00000000:0000 0A 00000000:00000000",      /* no sl */
+      "  15: 0000000000000000000000000000000:1F9A 00000000000000000000000000000000:0000 0A",
+      "  16: 0100007F:1F9B 00000000:0000\t0A", /* a tab before the state */
+      "sl",                                    /* a header cut short */
+      "\xff\xfe\x01 binary",
+  };
+  static const char with_nul[] = "   1: 0100007F:1F9C\0 00000000:0000 0A 00000000:00000000";
+  lc__portscan s;
+  lc_ports *p = NULL;
+  char *text = NULL, *huge;
+  memset(&s, 0, sizeof(s));
+  for (size_t i = 0; i < NVALUES(lines); i++)
+    lc__portscan_line(&s, lines[i], strlen(lines[i]));
+  lc__portscan_line(&s, with_nul, sizeof(with_nul) - 1);
+  lc__portscan_line(&s, "", 0);
+  /* 1 MiB without a newline, as a line callback would deliver a piece */
+  huge = malloc(1 << 20);
+  LC_REQUIRE(huge != NULL);
+  memset(huge, 'A', 1 << 20);
+  lc__portscan_line(&s, huge, 1 << 20);
+  memcpy(huge, "   1: ", 6);
+  lc__portscan_line(&s, huge, 1 << 20);
+  free(huge);
+  /* lowercase hex, a tab before the state and listeners on port 0 */
+  {
+    static const char lower[] = "   2: 0100007f:1f9d 00000000:0000 0a 00000000:00000000";
+    static const char zero[] = "   3: 0100007F:0000 00000000:0000 0A 00000000:00000000";
+    lc__portscan_line(&s, lower, strlen(lower));
+    lc__portscan_line(&s, zero, strlen(zero));
+  }
+  LC_CHECK(s.headers == 0);
+  LC_CHECK(s.entries == 3);
+  LC_CHECK(s.skipped == NVALUES(lines) - 1 + 4);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, "8091,8093"); /* 0x1F9B (tab) and 0x1F9D (lowercase) */
+  lc_free(text);
+  lc_ports_free(p);
+
+  /* a mixture: headers, garbage and entries in one text, last line without a newline */
+  memset(&s, 0, sizeof(s));
+  {
+    static const char mixed[] =
+        "  sl  local_address rem_address   st tx_queue\n"
+        "\n\n"
+        "noise noise\n"
+        "   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000\n"
+        "   1: C60012C6:0016 010012C6:D2F0 01 00000000:00000000\n"
+        "  sl  local_address                         remote_address\n"
+        "   0: 00000000000000000000000000000000:0016 00000000000000000000000000000000:0000 0A x";
+    lc__portscan_text(&s, mixed, strlen(mixed));
+  }
+  LC_CHECK(s.headers == 2 && s.entries == 3 && s.skipped == 1);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK(lc_ports_count(p) == 1 && lc_ports_contains(p, 22));
+  lc_ports_free(p);
+
+  /* only headers: nothing listens, and the host did answer */
+  memset(&s, 0, sizeof(s));
+  lc__portscan_text(&s, recorded, strchr(recorded, '\n') - recorded + 1);
+  LC_CHECK(s.headers == 1 && s.entries == 0);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK(lc_ports_count(p) == 0);
+  lc_ports_free(p);
+}
+
+static void test_proc_net_tcp_every_port(void) {
+  /* 65535 listeners become one range; odd ones only become 32768 ranges */
+  lc__portscan s;
+  lc_ports *p = NULL;
+  char line[128];
+  memset(&s, 0, sizeof(s));
+  for (int port = 1; port <= 65535; port++) {
+    int n = snprintf(line, sizeof(line), "%4d: 0100007F:%04X 00000000:0000 %s 00000000:00000000",
+                     port, port, port % 2 ? "0A" : "01");
+    lc__portscan_line(&s, line, (size_t)n);
+  }
+  LC_CHECK(s.entries == 65535);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK(lc_ports_count(p) == 32768);
+  LC_CHECK(lc_ports_contains(p, 65535) && !lc_ports_contains(p, 65534));
+  lc_ports_free(p);
+  memset(s.listening, 0xff, sizeof(s.listening));
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK(lc_ports_count(p) == 65535); /* bit 0 is never a port */
+  LC_CHECK(lc_ports_at(p, 0) == 1);
+  lc_ports_free(p);
+}
+
+static void test_reserve_release(void) {
+  LC_CHECK_OK(lc_port_reserve(40123));
+  LC_CHECK(lc_port_is_reserved(40123));
+  LC_CHECK(lc_port_reserve(40123) == -EADDRINUSE);
+  LC_CHECK_CONTAINS(lc_error_last(), "40123");
+  LC_CHECK_OK(lc_port_release(40123));
+  LC_CHECK(!lc_port_is_reserved(40123));
+  LC_CHECK(lc_port_release(40123) == -ENOENT);
+  LC_CHECK_CONTAINS(lc_error_last(), "port 40123 is not reserved");
+  LC_CHECK(lc_port_reserve(0) == -EINVAL);
+  LC_CHECK(lc_port_reserve(65536) == -EINVAL);
+  LC_CHECK(lc_port_release(-3) == -EINVAL);
+  LC_CHECK(!lc_port_is_reserved(0) && !lc_port_is_reserved(65536));
+  LC_CHECK_OK(lc_port_reserve(65535));
+  LC_CHECK_OK(lc_port_release(65535));
+  LC_CHECK_OK(lc_port_reserve(1));
+  LC_CHECK_OK(lc_port_release(1));
+}
+
+/* A listening TCP socket of family on its loopback address, port chosen by the kernel. */
+static int listen_loopback(int family, int *port) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  int fd = socket(family, SOCK_STREAM, 0);
+  memset(&ss, 0, sizeof(ss));
+  if (family == AF_INET6) {
+    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+    a->sin6_family = AF_INET6;
+    a->sin6_addr = in6addr_loopback;
+    len = sizeof(*a);
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    len = sizeof(*a);
+  }
+  if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 4) != 0 ||
+      getsockname(fd, (struct sockaddr *)&ss, &len) != 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                   : ((struct sockaddr_in *)&ss)->sin_port);
+  return fd;
+}
+
+static void test_local_bind(void) {
+  int port = 0, fd;
+  LC_REQUIRE((fd = listen_loopback(AF_INET, &port)) >= 0);
+  LC_CHECK(lc_port_is_free_local(port) == 0); /* a 127.0.0.1 listener blocks the wildcard */
+  close(fd);
+  LC_CHECK(lc_port_is_free_local(port) == 1);
+  LC_CHECK(lc_port_is_free_local(port) == 1); /* the test itself leaves nothing behind */
+
+  if ((fd = listen_loopback(AF_INET6, &port)) >= 0) { /* where the machine has IPv6 */
+    LC_CHECK(lc_port_is_free_local(port) == 0);       /* [::1] only */
+    close(fd);
+    LC_CHECK(lc_port_is_free_local(port) == 1);
+  } else {
+    fprintf(stderr, "  no IPv6 loopback here: the [::1] case is not tested\n");
+  }
+
+  /* bound but not listening still takes the port */
+  {
+    struct sockaddr_in a;
+    socklen_t len = sizeof(a);
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    LC_REQUIRE(fd >= 0);
+    LC_REQUIRE(bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    LC_REQUIRE(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    port = ntohs(a.sin_port);
+    LC_CHECK(lc_port_is_free_local(port) == 0);
+    close(fd);
+    LC_CHECK(lc_port_is_free_local(port) == 1);
+  }
+  LC_CHECK(lc_port_is_free_local(0) == -EINVAL);
+  LC_CHECK(lc_port_is_free_local(65536) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "65536");
+}
+
+/* The first port of range that is free here, reserved by nobody; 0 when there is none. */
+static int first_free_port(const lc_ports *range) {
+  for (size_t i = 0; i < lc_ports_count(range); i++) {
+    int port = lc_ports_at(range, i);
+    if (!lc_port_is_reserved(port) && lc_port_is_free_local(port) == 1)
+      return port;
+  }
+  return 0;
+}
+
+static void test_common_free_here_only(void) {
+  lc_ports *range = NULL, *one = NULL;
+  int p1 = 0, p2 = 0, p3 = 0, r, fd;
+  char spec[32];
+  LC_REQUIRE_OK(lc_ports_parse(&range, "23200-23219"));
+  LC_REQUIRE((p1 = first_free_port(range)) != 0);
+  LC_CHECK_OK(lc_ports_common_free(&p3, NULL, 0, range));
+  LC_CHECK(p3 == p1);
+  LC_CHECK(lc_port_is_reserved(p1));
+  /* the caller's service failed with "address in use": ask again, get the next one */
+  LC_CHECK_OK(lc_ports_common_free(&p2, NULL, 0, range));
+  LC_CHECK(p2 != p1 && lc_ports_contains(range, p2) && p2 > p1);
+  LC_CHECK_OK(lc_port_release(p1));
+  LC_CHECK_OK(lc_ports_common_free(&p3, NULL, 0, range)); /* released: the first again */
+  LC_CHECK(p3 == p1);
+  LC_CHECK_OK(lc_port_release(p1));
+  LC_CHECK_OK(lc_port_release(p2));
+
+  /* the only port reserved: none left */
+  snprintf(spec, sizeof(spec), "%d", p1);
+  LC_REQUIRE_OK(lc_ports_parse(&one, spec));
+  LC_CHECK_OK(lc_port_reserve(p1));
+  p3 = -1;
+  LC_CHECK((r = lc_ports_common_free(&p3, NULL, 0, one)) == LC_ENOPORTS);
+  LC_CHECK(p3 == 0);
+  LC_CHECK_CONTAINS(lc_error_last(), spec);
+  LC_CHECK_CONTAINS(lc_error_last(), "on 0 hosts");
+  LC_CHECK_CONTAINS(lc_error_last(), "reserved in this process: 1");
+  LC_CHECK_OK(lc_port_release(p1));
+  lc_ports_free(one);
+
+  /* the only port in use here: none left; closed: handed out */
+  LC_REQUIRE((fd = listen_loopback(AF_INET, &p1)) >= 0);
+  snprintf(spec, sizeof(spec), "%d", p1);
+  LC_REQUIRE_OK(lc_ports_parse(&one, spec));
+  LC_CHECK(lc_ports_common_free(&p3, NULL, 0, one) == LC_ENOPORTS);
+  LC_CHECK_CONTAINS(lc_error_last(), "in use on this machine: 1");
+  LC_CHECK_CONTAINS(lc_error_last(), "(1 port)");
+  close(fd);
+  LC_CHECK_OK(lc_ports_common_free(&p3, NULL, 0, one));
+  LC_CHECK(p3 == p1);
+  LC_CHECK_OK(lc_port_release(p1));
+  lc_ports_free(one);
+
+  /* bad arguments */
+  LC_CHECK(lc_ports_common_free(NULL, NULL, 0, range) == -EINVAL);
+  LC_CHECK(lc_ports_common_free(&p3, NULL, 0, NULL) == -EINVAL);
+  LC_CHECK(lc_ports_common_free(&p3, NULL, 2, range) == -EINVAL);
+  {
+    lc_runtime *none[2] = {NULL, NULL};
+    LC_CHECK(lc_ports_common_free(&p3, none, 2, range) == -EINVAL);
+    LC_CHECK_CONTAINS(lc_error_last(), "runtime 0 of 2 is NULL");
+  }
+  LC_REQUIRE_OK(lc_ports_new(&one));
+  LC_CHECK(lc_ports_common_free(&p3, NULL, 0, one) == -EINVAL); /* an empty set */
+  LC_CHECK(lc_ports_listening(NULL, NULL, 0) == -EINVAL);
+  lc_ports_free(one);
+  lc_ports_free(range);
+}
+
+/* ---- threads ------------------------------------------------------------------------------ */
+
+#define THREADS 8
+#define ROUNDS 1500
+#define HOLD 4
+
+static atomic_int owner[65536];
+static atomic_int duplicates, exhausted, failures;
+static lc_ports *hammer_range;
+
+/* Takes ports through lc_ports_common_free, holds up to HOLD, checks nobody else holds them. */
+static void *hammer_common(void *arg) {
+  int me = (int)(intptr_t)arg, held[HOLD] = {0};
+  for (int round = 0; round < ROUNDS; round++) {
+    int slot = round % HOLD, port = 0, r;
+    if (held[slot] != 0) {
+      atomic_store(&owner[held[slot]], 0);
+      if (lc_port_release(held[slot]) != 0)
+        atomic_fetch_add(&failures, 1);
+      held[slot] = 0;
+    }
+    r = lc_ports_common_free(&port, NULL, 0, hammer_range);
+    if (r == LC_ENOPORTS) {
+      atomic_fetch_add(&exhausted, 1);
+      continue;
+    }
+    if (r != 0) {
+      atomic_fetch_add(&failures, 1);
+      continue;
+    }
+    if (atomic_exchange(&owner[port], me) != 0)
+      atomic_fetch_add(&duplicates, 1);
+    held[slot] = port;
+  }
+  for (int slot = 0; slot < HOLD; slot++)
+    if (held[slot] != 0) {
+      atomic_store(&owner[held[slot]], 0);
+      lc_port_release(held[slot]);
+    }
+  return NULL;
+}
+
+/* Reserves and releases ports of a small range directly, as fast as it can. */
+static void *hammer_reserve(void *arg) {
+  int me = (int)(intptr_t)arg;
+  unsigned int seed = (unsigned int)me * 7919u;
+  for (int round = 0; round < ROUNDS * 20; round++) {
+    int port = 45000 + (int)(rand_r(&seed) % 16);
+    if (lc_port_reserve(port) != 0)
+      continue;
+    if (atomic_exchange(&owner[port], me) != 0)
+      atomic_fetch_add(&duplicates, 1);
+    atomic_store(&owner[port], 0);
+    if (lc_port_release(port) != 0)
+      atomic_fetch_add(&failures, 1);
+  }
+  return NULL;
+}
+
+static void test_reservation_threads(void) {
+  pthread_t th[THREADS];
+  LC_REQUIRE_OK(lc_ports_parse(&hammer_range, "23300-23363"));
+  atomic_store(&duplicates, 0);
+  atomic_store(&exhausted, 0);
+  atomic_store(&failures, 0);
+  for (int i = 0; i < THREADS; i++)
+    pthread_create(&th[i], NULL, i % 2 ? hammer_reserve : hammer_common, (void *)(intptr_t)(i + 1));
+  for (int i = 0; i < THREADS; i++)
+    pthread_join(th[i], NULL);
+  LC_CHECK(atomic_load(&duplicates) == 0);
+  LC_CHECK(atomic_load(&failures) == 0);
+  /* 4 threads x 4 held < 64 ports: only ports in use on this machine could exhaust it */
+  if (atomic_load(&exhausted) != 0)
+    fprintf(stderr, "  %d calls found no port (are 23300-23363 in use here?)\n",
+            atomic_load(&exhausted));
+  LC_CHECK(atomic_load(&exhausted) == 0);
+  for (int port = 1; port <= 65535; port++)
+    if (lc_port_is_reserved(port)) {
+      fprintf(stderr, "  port %d is still reserved\n", port);
+      LC_CHECK(!lc_port_is_reserved(port));
+      break;
+    }
+  lc_ports_free(hammer_range);
+}
+
+LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_parse_merges), LC_TEST(test_parse_bad_input),
+             LC_TEST(test_iterate_contains), LC_TEST(test_add_and_format),
+             LC_TEST(test_proc_net_tcp_recorded), LC_TEST(test_proc_net_tcp_line_by_line),
+             LC_TEST(test_proc_net_tcp_malformed), LC_TEST(test_proc_net_tcp_every_port),
+             LC_TEST(test_reserve_release), LC_TEST(test_local_bind),
+             LC_TEST(test_common_free_here_only), LC_TEST(test_reservation_threads))
