@@ -25,6 +25,9 @@
 
 static lc_engine *engine;
 static lc_runtime *rts[HOSTS];
+/* LC_LISTEN copied into each host's working directory: a build under /tmp is not visible on the
+ * hosts, which have their own /tmp */
+static char listen_bin[HOSTS][1024];
 
 typedef struct listener {
   lc_process *proc;
@@ -43,8 +46,9 @@ static void listener_line(const char *line, size_t len, lc_stream stream, void *
   }
 }
 
-/* Starts tests/support/listen on rt for address:port and waits until it listens. */
-static int listener_start(listener *l, lc_runtime *rt, const char *address, int port) {
+/* Starts tests/support/listen on host i for address:port and waits until it listens. */
+static int listener_start(listener *l, int i, const char *address, int port) {
+  lc_runtime *rt = rts[i];
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   char cmd[1024];
   int r;
@@ -52,12 +56,12 @@ static int listener_start(listener *l, lc_runtime *rt, const char *address, int 
   atomic_store(&l->failed, 0);
   eo.on_line = listener_line;
   eo.payload = l;
-  snprintf(cmd, sizeof(cmd), "exec '%s' '%s' %d 240", LC_LISTEN, address, port);
+  snprintf(cmd, sizeof(cmd), "exec '%s' '%s' %d 240", listen_bin[i], address, port);
   if ((r = lc_runtime_spawn(&l->proc, rt, cmd, &eo)) < 0) {
     fprintf(stderr, "  spawn on %s: %s\n", lc_runtime_name(rt), lc_error_last());
     return r;
   }
-  for (int i = 0; i < 1000 && !atomic_load(&l->ready) && !atomic_load(&l->failed); i++)
+  for (int k = 0; k < 1000 && !atomic_load(&l->ready) && !atomic_load(&l->failed); k++)
     usleep(10000);
   if (!atomic_load(&l->ready)) {
     fprintf(stderr, "  %s: no listener on %s port %d\n", lc_runtime_name(rt), address, port);
@@ -91,6 +95,7 @@ static int listen_here(int port) {
 static int connect_all(void) {
   lc_runtime_options o = th_options();
   for (int i = 0; i < HOSTS; i++) {
+    const char *dir = NULL;
     char name[16];
     int r;
     snprintf(name, sizeof(name), "lab%d", i);
@@ -98,6 +103,14 @@ static int connect_all(void) {
       continue;
     if ((r = lc_runtime_new_ssh(&rts[i], engine, name, &o)) < 0) {
       fprintf(stderr, "  connect %s: %s: %s\n", name, lc_err_name(r), lc_error_last());
+      return r;
+    }
+    if ((r = lc_runtime_workdir(&dir, rts[i])) == 0) {
+      snprintf(listen_bin[i], sizeof(listen_bin[i]), "%s/listen", dir);
+      r = lc_runtime_send_file(rts[i], LC_LISTEN, listen_bin[i], 60000);
+    }
+    if (r < 0) {
+      fprintf(stderr, "  %s: cannot send %s: %s\n", name, LC_LISTEN, lc_error_last());
       return r;
     }
   }
@@ -134,7 +147,7 @@ static void test_listeners_everywhere(void) {
   memset(ls, 0, sizeof(ls));
   LC_REQUIRE(connect_all() == 0);
   for (int i = 0; i < HOSTS; i++)
-    LC_CHECK(listener_start(&ls[i], rts[i], addrs[i], BASE + i) == 0);
+    LC_CHECK(listener_start(&ls[i], i, addrs[i], BASE + i) == 0);
   LC_CHECK((here = listen_here(BASE + 4)) >= 0);
   if (lc_test_failed_now)
     goto out;
@@ -213,7 +226,7 @@ out:
     lc_process_free(ls[i].proc);
   for (int i = 0; i < HOSTS; i++) { /* and no listener is left on any host (ended async.) */
     int left = 1;
-    for (int k = 0; k < 500 && (left = th_count_procs(i, LC_LISTEN)) != 0; k++)
+    for (int k = 0; k < 500 && (left = th_count_procs(i, listen_bin[i])) != 0; k++)
       usleep(10000);
     if (left != 0)
       fprintf(stderr, "  lab%d: %d listener processes left\n", i, left);
@@ -234,7 +247,7 @@ static void test_many_listeners_and_local(void) {
   memset(ls, 0, sizeof(ls));
   LC_REQUIRE(connect_all() == 0);
   for (int i = 0; i < N && !lc_test_failed_now; i++)
-    LC_CHECK(listener_start(&ls[i], rts[1], i % 2 ? "::" : "0.0.0.0", BASE + 20 + i) == 0);
+    LC_CHECK(listener_start(&ls[i], 1, i % 2 ? "::" : "0.0.0.0", BASE + 20 + i) == 0);
   if (!lc_test_failed_now)
     LC_CHECK_OK(lc_ports_listening(&got, rts[1], 5000));
   if (got != NULL) {
