@@ -242,9 +242,15 @@ int lc_runtime_is_connected(const lc_runtime *rt) {
 
 /* ---- processes ------------------------------------------------------------------------------ */
 
+static void xfer_cleanup(lc_process *p);
+
 static void proc_unref(lc_process *p) {
   if (--p->refs > 0)
     return;
+  xfer_cleanup(p);
+  free(p->xfer_dest);
+  free(p->xfer_what);
+  free(p->host);
   free(p->command);
   lc__buf_free(&p->in);
   lc__buf_free(&p->lines[0].buf);
@@ -344,6 +350,8 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
   lc__engine_unlock(p->engine);
   p->rt = NULL;
   p->backend = NULL;
+  if (p->on_finish != NULL)
+    p->on_finish(p, p->finish_arg);
   proc_unref(p);
 }
 
@@ -402,14 +410,11 @@ typedef struct {
   lc_process *p;
 } proc_call;
 
-static void start_fn(lc__call *c) {
-  lc_process *p = ((proc_call *)c)->p;
+int lc__proc_launch(lc_process *p, lc__err *err) {
   lc_runtime *rt = p->rt;
   if (!lc_runtime_is_connected(rt)) {
-    lc__err_set(&c->err, LC_ECLOSED, "%s: not connected", rt->name);
-    p->refs = 1; /* the caller frees it */
-    lc__call_done(c, LC_ECLOSED);
-    return;
+    p->refs = 1; /* never started: only the owner holds it */
+    return lc__err_set(err, LC_ECLOSED, "%s: not connected", rt->name);
   }
   p->next = rt->procs;
   if (rt->procs)
@@ -417,7 +422,12 @@ static void start_fn(lc__call *c) {
   rt->procs = p;
   p->started_ms = lc__now_ms();
   rt->ops->proc_start(p);
-  lc__call_done(c, 0);
+  return 0;
+}
+
+static void start_fn(lc__call *c) {
+  lc_process *p = ((proc_call *)c)->p;
+  lc__call_done(c, lc__proc_launch(p, &c->err));
 }
 
 static void stop_fn(lc__call *c) {
@@ -433,19 +443,23 @@ static void stop_fn(lc__call *c) {
   lc__call_done(c, 0);
 }
 
-static void free_fn(lc__call *c) {
-  lc_process *p = ((proc_call *)c)->p;
+void lc__proc_release(lc_process *p) {
   p->on_line = NULL;
+  p->on_finish = NULL;
   if (!p->finished && p->rt != NULL)
     p->rt->ops->proc_abort(p);
   if (!p->finished)
     lc__proc_closed(p, NULL);
   proc_unref(p);
+}
+
+static void free_fn(lc__call *c) {
+  lc__proc_release(((proc_call *)c)->p);
   lc__call_done(c, 0);
 }
 
-static int proc_alloc(lc_process **out, lc_runtime *rt, const char *command,
-                      const lc_exec_options *opts, int lifeline) {
+int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
+                 const lc_exec_options *opts, int lifeline) {
   lc_process *p = NULL;
   lc__buf cmd = {0};
   lc__err err = {0};
@@ -464,8 +478,14 @@ static int proc_alloc(lc_process **out, lc_runtime *rt, const char *command,
     lc__buf_free(&cmd);
     return lc__error_set(-ENOMEM, "out of memory");
   }
+  if ((p->host = lc__strdup(rt->name)) == NULL) {
+    free(p);
+    lc__buf_free(&cmd);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
   p->rt = rt;
   p->engine = rt->engine;
+  p->grace_ms = rt->opts.kill_grace_ms;
   p->command = cmd.data;
   p->lifeline = lifeline;
   p->refs = 2;
@@ -491,7 +511,7 @@ static int proc_start(lc_process *p) {
 int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
                      const lc_exec_options *opts) {
   int r;
-  if ((r = proc_alloc(out, rt, command, opts, 1)) < 0)
+  if ((r = lc__proc_new(out, rt, command, opts, 1)) < 0)
     return r;
   if ((r = proc_start(*out)) < 0)
     *out = NULL;
@@ -531,15 +551,12 @@ void lc_process_free(lc_process *p) {
 
 /* Waits for p with a limit; past it, ends p and waits for its group to go (grace + a margin). */
 static int wait_or_end(lc_exec_result *out, lc_process *p, int timeout_ms, const char *what) {
-  lc_runtime *rt = p->rt;
-  const char *name = rt ? rt->name : "host";
-  int grace = rt ? rt->opts.kill_grace_ms : 3000;
   int r = lc_process_wait(out, p, timeout_ms > 0 ? timeout_ms : -1);
   if (r != -ETIMEDOUT)
     return r;
   lc_process_stop(p);
-  lc_process_wait(NULL, p, grace + 5000);
-  return lc__error_set(-ETIMEDOUT, "%s: %s timed out after %.1f s", name, what,
+  lc_process_wait(NULL, p, p->grace_ms + 5000);
+  return lc__error_set(-ETIMEDOUT, "%s: %s timed out after %.1f s", p->host, what,
                        timeout_ms / 1000.0);
 }
 
@@ -559,146 +576,172 @@ int lc_runtime_exec(lc_exec_result *out, lc_runtime *rt, const char *command,
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* Runs a transfer script without a lifeline; stdin from memory or a file, stdout to a file. */
-static int run_transfer(lc_process **keep, lc_runtime *rt, const char *script, const char *mem,
-                        size_t mem_len, int in_fd, uint64_t in_len, int out_fd, int timeout_ms,
-                        const char *what) {
+/*
+ * A transfer is a process without a lifeline running a small script (src/command.c), plus local
+ * work before (open the source, or a temporary file beside the target) and after (check the exit
+ * and the byte count, rename). lc__xfer_new and lc__xfer_finish serve the blocking calls below
+ * and the group's tasks alike.
+ */
+int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
+                 const char *remote, const void *data, size_t len, unsigned int mode,
+                 lc__err *err) {
+  lc__buf script = {0};
   lc_process *p = NULL;
-  lc_exec_result res = {.exit_status = -1};
-  int r;
+  struct stat st;
+  int fd = -1, r = 0;
 
-  *keep = NULL;
-  if ((r = proc_alloc(&p, rt, script, NULL, 0)) < 0)
-    return r;
-  p->in_mem = mem;
-  p->in_mem_left = mem_len;
-  p->in_fd = in_fd;
-  p->in_left = in_len;
+  *out = NULL;
+  if (rt == NULL || remote == NULL || (kind != LC__XFER_WRITE && local == NULL) ||
+      (kind == LC__XFER_WRITE && data == NULL && len > 0))
+    return lc__err_set(err, -EINVAL, "file transfer: no runtime, path or data given");
+  if (kind == LC__XFER_SEND) {
+    if ((fd = open(local, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
+      r = lc__err_set(err, -errno, "cannot read %s: %s", local, strerror(errno));
+      goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      r = lc__err_set(err, -EINVAL, "cannot send %s: not a regular file", local);
+      goto out;
+    }
+    r = lc__command_write_file(&script, remote, (uint64_t)st.st_size, st.st_mode);
+  } else if (kind == LC__XFER_WRITE) {
+    r = lc__command_write_file(&script, remote, len, mode);
+  } else {
+    r = lc__command_get_file(&script, remote);
+  }
+  if (r < 0 || (r = lc__proc_new(&p, rt, script.data, NULL, 0)) < 0) {
+    r = lc__err_set(err, r, "%s", r == -ENOMEM ? "out of memory" : lc_error_last());
+    goto out;
+  }
   p->in_eof = 1;
-  p->out_fd = out_fd;
-  if ((r = proc_start(p)) < 0)
-    return r;
-  r = wait_or_end(&res, p, timeout_ms, what);
-  if (r == 0 && (res.exit_status != 0 || res.signal != 0)) {
+  p->xfer = kind;
+  p->xfer_dest = lc__strdup(kind == LC__XFER_GET ? local : remote);
+  p->xfer_what = lc__sprintf("%s %s", kind == LC__XFER_GET ? "fetching" : kind == LC__XFER_SEND ?
+                             "sending to" : "writing", remote);
+  if (kind == LC__XFER_SEND) {
+    p->in_fd = fd;
+    p->in_left = (uint64_t)st.st_size;
+    fd = -1;
+  } else if (kind == LC__XFER_WRITE) {
+    p->in_mem = data;
+    p->in_mem_left = len;
+  } else {
+    /* a temporary file beside the target, renamed over it only when everything arrived */
+    const char *slash = strrchr(local, '/');
+    p->xfer_tmp = lc__sprintf("%.*s.%s.lc-tmp.XXXXXX", slash ? (int)(slash - local + 1) : 0, local,
+                              slash ? slash + 1 : local);
+    if (p->xfer_tmp != NULL && (p->out_fd = mkostemp(p->xfer_tmp, O_CLOEXEC)) < 0) {
+      r = lc__err_set(err, -errno, "cannot create a file beside %s: %s", local, strerror(errno));
+      free(p->xfer_tmp);
+      p->xfer_tmp = NULL;
+      goto out;
+    }
+  }
+  if (p->xfer_dest == NULL || p->xfer_what == NULL ||
+      (kind == LC__XFER_GET && p->xfer_tmp == NULL)) {
+    r = lc__err_set(err, -ENOMEM, "out of memory");
+    goto out;
+  }
+  *out = p;
+  p = NULL;
+out:
+  if (p != NULL) {
+    p->refs = 1;
+    proc_unref(p);
+  }
+  if (fd >= 0)
+    close(fd);
+  lc__buf_free(&script);
+  return r;
+}
+
+/* Releases a transfer's local resources; a temporary file not renamed is removed. */
+static void xfer_cleanup(lc_process *p) {
+  if (p->in_fd >= 0) {
+    close(p->in_fd);
+    p->in_fd = -1;
+  }
+  if (p->out_fd >= 0) {
+    close(p->out_fd);
+    p->out_fd = -1;
+  }
+  if (p->xfer_tmp != NULL) {
+    unlink(p->xfer_tmp);
+    free(p->xfer_tmp);
+    p->xfer_tmp = NULL;
+  }
+}
+
+int lc__xfer_finish(lc_process *p, int code, lc__err *err) {
+  const char *name = p->host;
+  unsigned int mode = 0;
+  unsigned long long size = 0;
+  int r = code;
+
+  if (r == 0 && p->err.code < 0)
+    r = lc__err_set(err, p->err.code, "%s", p->err.msg);
+  if (r == 0 && (p->result.exit_status != 0 || p->result.signal != 0)) {
     lc__buf *t = &p->err_tail;
     while (t->len > 0 && t->data[t->len - 1] == '\n')
       t->data[--t->len] = '\0';
     const char *last = t->len ? t->data : "no message";
     const char *nl = strrchr(last, '\n');
-    r = lc__error_set(LC_EREMOTE, "%s: %s failed: %s", rt->name, what, nl ? nl + 1 : last);
+    r = lc__err_set(err, LC_EREMOTE, "%s: %s failed: %s", name, p->xfer_what, nl ? nl + 1 : last);
   }
-  *keep = p;
+  if (r == 0 && p->xfer == LC__XFER_GET) {
+    const char *stat_line = strstr(p->err_tail.data ? p->err_tail.data : "", "lc-stat ");
+    if (stat_line == NULL || sscanf(stat_line, "lc-stat %o %llu", &mode, &size) != 2)
+      r = lc__err_set(err, LC_EREMOTE, "%s: %s: the host did not report the file's size", name,
+                      p->xfer_what);
+    else if (size != p->out_bytes)
+      r = lc__err_set(err, LC_EREMOTE, "%s: %s: %llu of %llu bytes arrived", name, p->xfer_what,
+                      (unsigned long long)p->out_bytes, size);
+    else if (fchmod(p->out_fd, mode & 07777u) < 0 || fsync(p->out_fd) < 0 ||
+             rename(p->xfer_tmp, p->xfer_dest) < 0)
+      r = lc__err_set(err, -errno, "cannot write %s: %s", p->xfer_dest, strerror(errno));
+    else {
+      free(p->xfer_tmp); /* renamed: nothing to remove */
+      p->xfer_tmp = NULL;
+    }
+  }
+  xfer_cleanup(p);
   return r;
+}
+
+/* The blocking transfers: start, wait (ending it past the limit), finish. */
+static int run_transfer(lc_runtime *rt, lc__xfer_kind kind, const char *local, const char *remote,
+                        const void *data, size_t len, unsigned int mode, int timeout_ms) {
+  lc_process *p = NULL;
+  lc__err err = {0};
+  int r;
+  if ((r = lc__xfer_new(&p, rt, kind, local, remote, data, len, mode, &err)) < 0)
+    return lc__err_raise(&err);
+  if ((r = proc_start(p)) < 0)
+    return r;
+  r = wait_or_end(NULL, p, timeout_ms, p->xfer_what);
+  if (r < 0) {
+    lc__err_set(&err, r, "%s", lc_error_last());
+    r = lc__xfer_finish(p, r, &err);
+  } else {
+    r = lc__xfer_finish(p, 0, &err);
+  }
+  lc_process_free(p);
+  return r < 0 ? lc__err_raise(&err) : 0;
 }
 
 int lc_runtime_write_file(lc_runtime *rt, const char *remote_path, const void *data, size_t len,
                           unsigned int mode, int timeout_ms) {
-  lc__buf script = {0};
-  lc_process *p = NULL;
-  char what[512];
-  int r;
-
-  if (rt == NULL || remote_path == NULL || (data == NULL && len > 0))
-    return lc__error_set(-EINVAL, "write_file: no runtime, path or data given");
-  if ((r = lc__command_write_file(&script, remote_path, len, mode)) < 0) {
-    lc__buf_free(&script);
-    return lc__error_set(r, "out of memory");
-  }
-  snprintf(what, sizeof(what), "writing %s", remote_path);
-  r = run_transfer(&p, rt, script.data, data, len, -1, 0, -1, timeout_ms, what);
-  lc_process_free(p);
-  lc__buf_free(&script);
-  return r;
+  return run_transfer(rt, LC__XFER_WRITE, NULL, remote_path, data, len, mode, timeout_ms);
 }
 
 int lc_runtime_send_file(lc_runtime *rt, const char *local_path, const char *remote_path,
                          int timeout_ms) {
-  lc__buf script = {0};
-  lc_process *p = NULL;
-  struct stat st;
-  char what[512];
-  int fd = -1, r;
-
-  if (rt == NULL || local_path == NULL || remote_path == NULL)
-    return lc__error_set(-EINVAL, "send_file: no runtime or path given");
-  if ((fd = open(local_path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
-    r = lc__error_set(-errno, "cannot read %s: %s", local_path, strerror(errno));
-    goto out;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    r = lc__error_set(-EINVAL, "cannot send %s: not a regular file", local_path);
-    goto out;
-  }
-  if ((r = lc__command_write_file(&script, remote_path, (uint64_t)st.st_size, st.st_mode)) < 0) {
-    r = lc__error_set(r, "out of memory");
-    goto out;
-  }
-  snprintf(what, sizeof(what), "sending %s to %s", local_path, remote_path);
-  r = run_transfer(&p, rt, script.data, NULL, 0, fd, (uint64_t)st.st_size, -1, timeout_ms, what);
-out:
-  lc_process_free(p);
-  lc__buf_free(&script);
-  if (fd >= 0)
-    close(fd);
-  return r;
+  return run_transfer(rt, LC__XFER_SEND, local_path, remote_path, NULL, 0, 0, timeout_ms);
 }
 
 int lc_runtime_get_file(lc_runtime *rt, const char *remote_path, const char *local_path,
                         int timeout_ms) {
-  lc__buf script = {0}, tmp = {0};
-  lc_process *p = NULL;
-  const char *slash, *stat_line;
-  unsigned int mode = 0;
-  unsigned long long size = 0;
-  char what[512];
-  int fd = -1, r;
-
-  if (rt == NULL || local_path == NULL || remote_path == NULL)
-    return lc__error_set(-EINVAL, "get_file: no runtime or path given");
-  /* A temporary file beside the target, renamed over it only when everything arrived. */
-  slash = strrchr(local_path, '/');
-  if ((r = lc__buf_printf(&tmp, "%.*s.%s.lc-tmp.XXXXXX", slash ? (int)(slash - local_path + 1) : 0,
-                          local_path, slash ? slash + 1 : local_path)) < 0 ||
-      (r = lc__command_get_file(&script, remote_path)) < 0) {
-    r = lc__error_set(-ENOMEM, "out of memory");
-    goto out;
-  }
-  if ((fd = mkostemp(tmp.data, O_CLOEXEC)) < 0) {
-    r = lc__error_set(-errno, "cannot create a file beside %s: %s", local_path, strerror(errno));
-    goto out;
-  }
-  snprintf(what, sizeof(what), "fetching %s", remote_path);
-  if ((r = run_transfer(&p, rt, script.data, NULL, 0, -1, 0, fd, timeout_ms, what)) < 0)
-    goto out;
-  if (p->err.code < 0) {
-    r = lc__err_raise(&p->err);
-    goto out;
-  }
-  stat_line = strstr(p->err_tail.data ? p->err_tail.data : "", "lc-stat ");
-  if (stat_line == NULL || sscanf(stat_line, "lc-stat %o %llu", &mode, &size) != 2) {
-    r = lc__error_set(LC_EREMOTE, "%s: fetching %s: the host did not report the file's size",
-                      rt->name, remote_path);
-    goto out;
-  }
-  if (size != p->out_bytes) {
-    r = lc__error_set(LC_EREMOTE, "%s: fetching %s: %llu of %llu bytes arrived", rt->name,
-                      remote_path, (unsigned long long)p->out_bytes, size);
-    goto out;
-  }
-  if (fchmod(fd, mode & 07777u) < 0 || fsync(fd) < 0 || rename(tmp.data, local_path) < 0) {
-    r = lc__error_set(-errno, "cannot write %s: %s", local_path, strerror(errno));
-    goto out;
-  }
-  tmp.len = 0; /* renamed: nothing to remove */
-out:
-  lc_process_free(p);
-  if (fd >= 0)
-    close(fd);
-  if (tmp.len > 0 && fd >= 0)
-    unlink(tmp.data);
-  lc__buf_free(&tmp);
-  lc__buf_free(&script);
-  return r;
+  return run_transfer(rt, LC__XFER_GET, local_path, remote_path, NULL, 0, 0, timeout_ms);
 }
 
 /* ---- working directory ---------------------------------------------------------------------- */

@@ -26,6 +26,8 @@ typedef struct lc__lines {
 struct lc_process {
   lc_runtime *rt;           /* NULL once the runtime let go of it */
   lc_engine *engine;
+  char *host;               /* the runtime's name, kept for messages after it let go */
+  int grace_ms;
   lc_process *next, *prev;  /* the runtime's live processes */
   void *backend;
   char *command;            /* the whole command line given to the host's sh */
@@ -55,7 +57,18 @@ struct lc_process {
   int finished;             /* closed: no more output; guarded by the engine lock for waiters */
   lc__err err;              /* why it failed to run, when it did */
   uint64_t started_ms;
+  /* engine thread, once finished (internal users such as groups) */
+  void (*on_finish)(lc_process *p, void *arg);
+  void *finish_arg;
+
+  /* a file transfer (lc__xfer_new) */
+  int xfer;
+  char *xfer_tmp;           /* fetch: the temporary file, until renamed */
+  char *xfer_dest;
+  char *xfer_what;          /* "fetching /etc/hosts" */
 };
+
+typedef enum lc__xfer_kind { LC__XFER_SEND = 1, LC__XFER_GET, LC__XFER_WRITE } lc__xfer_kind;
 
 /*
  * One forward. The generic layer owns the local listener (every local forward, and a remote
@@ -121,6 +134,19 @@ struct lc_runtime {
   lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
   lc_forward *forwards;     /* live forwards; the backend brings them back after a reconnect */   /* the call waiting for the connection */
 };
+
+/* Processes for internal users (groups), any thread: a command, or a file transfer. */
+int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
+                 const lc_exec_options *opts, int lifeline);
+int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
+                 const char *remote, const void *data, size_t len, unsigned int mode,
+                 lc__err *err);
+/* Any thread, after p finished: checks how a transfer went and completes it locally. */
+int lc__xfer_finish(lc_process *p, int code, lc__err *err);
+/* Engine thread: starts p; on_finish (when set) runs when it ends. 0 or LC_ECLOSED. */
+int lc__proc_launch(lc_process *p, lc__err *err);
+/* Engine thread: the owner lets go of p (ending it if it runs). */
+void lc__proc_release(lc_process *p);
 
 /* For backends. */
 void lc__runtime_connected(lc_runtime *rt, const lc__err *err);
