@@ -28,6 +28,7 @@
 #define DOPOLL_ROUNDS 64
 #define READ_CHUNK (256 * 1024)
 #define MAX_SESSIONS 10
+#define MAX_EXTRA_CONNECTIONS 3 /* never more than a few connections to one host */
 
 static void conn_drive(sconn *c);
 static void chans_pump(sconn *c);
@@ -53,11 +54,14 @@ static void handle_closed(uv_handle_t *h) {
   if (--c->open_handles == 0 && c->close_done != NULL) {
     lc_runtime *rt = c->rt;
     void (*done)(lc_runtime *) = c->close_done;
+    int primary = c->primary == NULL;
     lc__ssh_host_clear(&c->host);
     free(c->locked_keys);
     free(c);
-    rt->backend = NULL;
-    done(rt);
+    if (primary) {
+      rt->backend = NULL;
+      done(rt);
+    }
   }
 }
 
@@ -72,6 +76,8 @@ void lc__ssh_chan_link(sconn *c, schan *k) {
 
 void lc__ssh_chan_unlink(schan *k) {
   sconn *c = k->c;
+  if (k->kind == K_EXEC)
+    c->execs--;
   if (k->prev)
     k->prev->next = k->next;
   else
@@ -231,7 +237,7 @@ static void exec_pump(schan *k) {
 
   switch (k->state) {
   case CH_QUEUED:
-    if (c->sessions >= c->session_cap)
+    if (c->state != C_READY || c->sessions >= c->session_cap)
       return;
     if ((k->ch = ssh_channel_new(c->s)) == NULL) {
       lc__err_set(&err, LC_ESSH, "%s: cannot create a channel: %s", c->rt->name, lc__ssh_err(c));
@@ -382,8 +388,21 @@ void lc__ssh_reconnect_later(sconn *c) {
  */
 static void conn_lost(sconn *c, const lc__err *err) {
   c->state = C_DEAD;
-  lc__runtime_lost(c->rt, err); /* before the waiters wake: they may ask */
+  if (c->primary == NULL)
+    lc__runtime_lost(c->rt, err); /* before the waiters wake: they may ask */
   timer_stop(c);
+  if (c->primary != NULL && c->primary->state == C_READY) {
+    /* an extra connection that failed: what still waits for a channel goes back to the primary */
+    for (schan *k = c->chans, *next; k != NULL; k = next) {
+      next = k->next;
+      if (k->kind == K_EXEC && k->state == CH_QUEUED) {
+        lc__ssh_chan_unlink(k);
+        k->c = c->primary;
+        c->primary->execs++;
+        lc__ssh_chan_link(c->primary, k);
+      }
+    }
+  }
   while (c->chans != NULL)
     chan_end(c->chans, err);
   if (c->relay != NULL) {
@@ -392,9 +411,10 @@ static void conn_lost(sconn *c, const lc__err *err) {
     k->owner = NULL;
     lc__tunnel_end(k);
   }
-  lc__tunnel_lost(c, err);
+  if (c->primary == NULL)
+    lc__tunnel_lost(c, err);
   session_free(c);
-  if (c->close_done == NULL && c->rt->forwards != NULL && c->timers_inited)
+  if (c->primary == NULL && c->close_done == NULL && c->rt->forwards != NULL && c->timers_inited)
     lc__ssh_reconnect_later(c);
 }
 
@@ -412,7 +432,7 @@ void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) {
     c->ai_list = c->ai_next = NULL;
   }
   conn_lost(c, &err);
-  if (was_connecting)
+  if (was_connecting && c->primary == NULL)
     lc__runtime_connected(c->rt, &err);
 }
 
@@ -581,6 +601,11 @@ static void conn_ready(sconn *c) {
   }
   uv_timer_start(&c->timer, on_keepalive, every, every ? every : 1000);
   c->backoff_ms = 0;
+  if (c->primary != NULL) { /* an extra connection: its queued processes start now */
+    chans_pump(c);
+    lc__ssh_update_poll(c);
+    return;
+  }
   lc__runtime_connected(c->rt, NULL);
   if (c->state == C_READY)
     lc__tunnel_restore(c);
@@ -841,9 +866,8 @@ static void conn_begin(sconn *c) {
   c->open_handles++;
 }
 
-static void ssh_connect_start(lc_runtime *rt) {
-  sconn *c = rt->backend;
-  uv_loop_t *loop = lc__engine_loop(rt->engine);
+static void timers_init(sconn *c) {
+  uv_loop_t *loop = lc__engine_loop(c->rt->engine);
   uv_timer_init(loop, &c->timer);
   uv_timer_init(loop, &c->retry);
   uv_timer_init(loop, &c->reconnect);
@@ -851,7 +875,59 @@ static void ssh_connect_start(lc_runtime *rt) {
   c->timers_inited = 1;
   c->open_handles += 3;
   c->session_cap = MAX_SESSIONS;
+}
+
+static void ssh_connect_start(lc_runtime *rt) {
+  sconn *c = rt->backend;
+  timers_init(c);
   conn_begin(c);
+}
+
+static void timers_init(sconn *c);
+
+/* A copy of the primary's settings for an extra connection. */
+static sconn *extra_new(sconn *pc) {
+  sconn *c = lc__calloc(1, sizeof(*c));
+  lc__ssh_host *h, *from = &pc->host;
+  if (c == NULL)
+    return NULL;
+  h = &c->host;
+  *h = *from;
+  h->alias = lc__strdup(from->alias);
+  h->hostname = lc__strdup(from->hostname);
+  h->user = lc__strdup(from->user);
+  h->proxy_jump = lc__strdup(from->proxy_jump);
+  h->known_hosts = lc__strdup(from->known_hosts);
+  h->identity_files = lc__calloc(from->identity_count + 1, sizeof(char *));
+  for (size_t i = 0; h->identity_files != NULL && i < from->identity_count; i++)
+    h->identity_files[i] = lc__strdup(from->identity_files[i]);
+  c->rt = pc->rt;
+  c->primary = pc;
+  c->sock = c->poll_fd = c->tcp_poll_fd = -1;
+  c->phase = "connecting";
+  memcpy(c->where, pc->where, sizeof(c->where));
+  c->next_extra = pc->extras;
+  pc->extras = c;
+  timers_init(c);
+  conn_begin(c);
+  return c;
+}
+
+/* Where a new process goes: a connection with a free session slot, else a new connection (a
+ * few at most), else the primary's queue. */
+static sconn *pick_conn(sconn *pc) {
+  int n = 0;
+  if (pc->execs < pc->session_cap)
+    return pc;
+  for (sconn *e = pc->extras; e != NULL; e = e->next_extra, n++)
+    if (e->state != C_DEAD && e->execs < e->session_cap)
+      return e;
+  if (n < MAX_EXTRA_CONNECTIONS) {
+    sconn *e = extra_new(pc);
+    if (e != NULL && e->state != C_DEAD)
+      return e;
+  }
+  return pc;
 }
 
 static void ssh_proc_start(lc_process *p) {
@@ -869,11 +945,13 @@ static void ssh_proc_start(lc_process *p) {
     lc__proc_closed(p, &err);
     return;
   }
+  c = pick_conn(c);
   k->c = c;
   k->kind = K_EXEC;
   k->state = CH_QUEUED;
   k->p = p;
   p->backend = k;
+  c->execs++;
   /* append: processes start in the order they were asked for */
   if (c->chans == NULL) {
     c->chans = k;
@@ -908,13 +986,28 @@ static void ssh_proc_abort(lc_process *p) {
   lc__ssh_update_poll(c);
 }
 
+static void extra_closed(lc_runtime *rt) { (void)rt; }
+
+static void conn_close(sconn *c, void (*done)(lc_runtime *rt));
+
 static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
   sconn *c = rt->backend;
-  uv_handle_t fake;
   if (c == NULL) {
     done(rt);
     return;
   }
+  while (c->extras != NULL) {
+    sconn *e = c->extras;
+    c->extras = e->next_extra;
+    conn_close(e, extra_closed);
+  }
+  conn_close(c, done);
+}
+
+/* Closes one connection; its memory goes when its handles have closed (then done, for the
+ * primary). */
+static void conn_close(sconn *c, void (*done)(lc_runtime *rt)) {
+  uv_handle_t fake;
   c->close_done = done; /* no reconnect from here on */
   while (c->chans != NULL)
     chan_end(c->chans, NULL);
@@ -924,7 +1017,7 @@ static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
     k->owner = NULL;
     lc__tunnel_end(k);
   }
-  {
+  if (c->primary == NULL) {
     lc__err err = {.code = LC_ECLOSED};
     snprintf(err.msg, sizeof(err.msg), "%s: the runtime is closing", c->where);
     lc__tunnel_lost(c, &err);

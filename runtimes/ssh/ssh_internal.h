@@ -91,6 +91,10 @@ struct sconn {
   int open_handles;
   void (*close_done)(lc_runtime *rt);
   schan *relay; /* in the jump host's connection, when this one rides a ProxyJump */
+  sconn *primary;    /* an extra connection: the runtime's own one; NULL for that one itself */
+  sconn *extras;     /* the primary's extra connections, opened when sshd's MaxSessions is full */
+  sconn *next_extra;
+  int execs;         /* exec channels on this connection, queued or open */
   char *locked_keys;
   char where[300]; /* "lab3 (198.18.0.13:22)" */
   const char *phase;

@@ -262,6 +262,25 @@ static void run_many_channels(lc_runtime *rt) {
   }
 }
 
+/* 15 long-running processes on one host at once, more than one connection's MaxSessions: a
+ * barrier that every one of them must reach proves they run at the same time. */
+static void run_concurrent_beyond_max_sessions(lc_runtime *rt, const char *dir) {
+  lc_process *p[15];
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd),
+           "mkdir -p %s; touch %s/$$; n=0; while [ $(ls %s | wc -l) -lt 15 ]; do sleep 0.1; "
+           "n=$((n+1)); [ $n -gt 300 ] && exit 9; done; exit 0",
+           dir, dir, dir);
+  for (int i = 0; i < 15; i++)
+    LC_REQUIRE_OK(lc_runtime_spawn(&p[i], rt, cmd, NULL));
+  for (int i = 0; i < 15; i++) {
+    lc_exec_result res = {0};
+    LC_CHECK_OK(lc_process_wait(&res, p[i], 60000));
+    LC_CHECK(res.exit_status == 0);
+    lc_process_free(p[i]);
+  }
+}
+
 static lc_runtime *ssh_rt;
 static lc_runtime *local_rt;
 
@@ -301,6 +320,19 @@ static void test_more_processes_than_max_sessions(void) {
   run_many_channels(ssh_rt);
   run_many_channels(local_rt);
 }
+static void test_concurrent_beyond_max_sessions(void) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/tmp/lc-barrier-%d", (int)getpid());
+  run_concurrent_beyond_max_sessions(ssh_rt, dir);
+  snprintf(dir, sizeof(dir), "/tmp/lc-barrier-local-%d", (int)getpid());
+  run_concurrent_beyond_max_sessions(local_rt, dir);
+  {
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf /tmp/lc-barrier-local-%d", (int)getpid());
+    if (system(cmd) != 0)
+      fprintf(stderr, "  cannot remove the barrier directory\n");
+  }
+}
 
 static void setup(void) {
   signal(SIGPIPE, SIG_IGN);
@@ -323,6 +355,7 @@ static const lc_test_case tests[] = {
     LC_TEST(test_exit_codes_and_signals),     LC_TEST(test_env_and_quoting),
     LC_TEST(test_cwd),                        LC_TEST(test_timeout_ends_process),
     LC_TEST(test_spawn_stop_free),            LC_TEST(test_more_processes_than_max_sessions),
+    LC_TEST(test_concurrent_beyond_max_sessions),
 };
 
 int main(int argc, char **argv) {
