@@ -12,6 +12,7 @@
 #include "lazycluster/engine.h"
 #include "lazycluster/runtime.h"
 #include "lazycluster/forward.h"
+#include "lazycluster/group.h"
 #include "lazycluster/hostinfo.h"
 #include "lazycluster/ports.h"
 

@@ -98,11 +98,23 @@ void lc__runtime_connected(lc_runtime *rt, const lc__err *err) {
       rt->heartbeat_started = 1;
     }
   }
-  if (c == NULL)
+  if (c == NULL) {
+    void (*cb)(lc_runtime *, const lc__err *, void *) = rt->on_connected;
+    rt->on_connected = NULL;
+    if (cb != NULL)
+      cb(rt, err != NULL && err->code < 0 ? err : NULL, rt->on_connected_arg);
     return;
+  }
   if (err != NULL && err->code < 0)
     c->err = *err;
   lc__call_done(c, err ? err->code : 0);
+}
+
+void lc__runtime_connect_async(lc_runtime *rt, void (*cb)(lc_runtime *, const lc__err *, void *),
+                               void *arg) {
+  rt->on_connected = cb;
+  rt->on_connected_arg = arg;
+  rt->ops->connect(rt);
 }
 
 void lc__runtime_lost(lc_runtime *rt, const lc__err *err) {
@@ -178,12 +190,13 @@ int lc_runtime_new_ssh(lc_runtime **out, lc_engine *engine, const char *host,
   return lc__runtime_new_ssh_via(out, engine, host, NULL, opts);
 }
 
-int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
-                            const lc_runtime_options *opts) {
+static int prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
+                       const lc_runtime_options *opts) {
   lc_runtime *rt = NULL;
   lc__err err = {0};
   int r;
 
+  *out = NULL;
   if ((r = runtime_alloc(&rt, engine, host, opts, &lc__ssh_ops)) < 0)
     return r;
   if ((r = lc__ssh_prepare(rt, host, via, &err)) < 0) {
@@ -192,6 +205,30 @@ int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *hos
     runtime_release(rt);
     return r;
   }
+  *out = rt;
+  return 0;
+}
+
+int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
+                            const lc_runtime_options *opts) {
+  return prepare_ssh(out, engine, host, NULL, opts);
+}
+
+void lc__runtime_discard(lc_runtime *rt) {
+  if (rt == NULL)
+    return;
+  runtime_close(rt);
+  lc_runtime_free(rt->jump);
+  runtime_release(rt);
+}
+
+int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
+                            const lc_runtime_options *opts) {
+  lc_runtime *rt = NULL;
+  int r;
+
+  if ((r = prepare_ssh(&rt, engine, host, via, opts)) < 0)
+    return r;
   if ((r = runtime_connect(rt)) < 0) {
     lc__err saved = {.code = r};
     snprintf(saved.msg, sizeof(saved.msg), "%s", lc_error_last());

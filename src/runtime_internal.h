@@ -132,7 +132,9 @@ struct lc_runtime {
   pthread_mutex_t workdir_mu;
   lc__call *call;           /* the call waiting for connect or close */
   lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
-  lc_forward *forwards;     /* live forwards; the backend brings them back after a reconnect */   /* the call waiting for the connection */
+  lc_forward *forwards;     /* live forwards; the backend brings them back after a reconnect */
+  void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg); /* async connect */
+  void *on_connected_arg;   /* the call waiting for the connection */
 };
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
@@ -147,6 +149,14 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err);
 int lc__proc_launch(lc_process *p, lc__err *err);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
 void lc__proc_release(lc_process *p);
+
+/* Runtimes for groups: settings read here (any thread), connected on the engine thread. */
+int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
+                            const lc_runtime_options *opts);
+void lc__runtime_connect_async(lc_runtime *rt, void (*cb)(lc_runtime *, const lc__err *, void *),
+                               void *arg);
+/* Closes and frees a runtime that never connected (any thread but the engine's). */
+void lc__runtime_discard(lc_runtime *rt);
 
 /* For backends. */
 void lc__runtime_connected(lc_runtime *rt, const lc__err *err);

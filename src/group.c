@@ -1,0 +1,720 @@
+/*
+ * group.c - many runtimes at once. An operation is a job on the engine thread: it starts up to
+ * `fanout` hosts, and each host walks through its steps as its processes finish (no thread per
+ * host). Hosts that finish hand their slot to the next one. The caller waits for the whole job.
+ */
+#include "runtime_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct lc_group {
+  lc_engine *engine;
+  int fanout;
+  char *log_dir;
+  lc_runtime **rts;
+  size_t n, cap;
+  lc_forward **fwds;
+  size_t nfwd, capfwd;
+};
+
+typedef struct report_entry {
+  char *host;
+  int error;
+  char *message;
+  lc_exec_result exit;
+  double seconds;
+  lc__buf log;
+} report_entry;
+
+struct lc_group_report {
+  size_t n;
+  report_entry *e;
+};
+
+typedef enum step_kind { STEP_RUN, STEP_SEND, STEP_GET, STEP_WRITE } step_kind;
+
+typedef struct step {
+  step_kind kind;
+  char *a, *b; /* run: command; send: local, remote; get: remote, local; write: remote */
+  char *data;
+  size_t len;
+  unsigned int mode;
+} step;
+
+struct lc_task {
+  char *name;
+  step *steps;
+  size_t n, cap;
+};
+
+void lc_group_options_init(lc_group_options *opts) {
+  lc_group_options init = LC_GROUP_OPTIONS_INIT;
+  *opts = init;
+}
+
+/* ---- reports -------------------------------------------------------------------------------- */
+
+static int report_new(lc_group_report **out, size_t n) {
+  lc_group_report *r = lc__calloc(1, sizeof(*r));
+  *out = NULL;
+  if (r == NULL || (r->e = lc__calloc(n, sizeof(*r->e))) == NULL) {
+    free(r);
+    return -ENOMEM;
+  }
+  r->n = n;
+  *out = r;
+  return 0;
+}
+
+void lc_group_report_free(lc_group_report *r) {
+  if (r == NULL)
+    return;
+  for (size_t i = 0; i < r->n; i++) {
+    free(r->e[i].host);
+    free(r->e[i].message);
+    lc__buf_free(&r->e[i].log);
+  }
+  free(r->e);
+  free(r);
+}
+
+size_t lc_group_report_count(const lc_group_report *r) { return r ? r->n : 0; }
+
+size_t lc_group_report_failures(const lc_group_report *r) {
+  size_t n = 0;
+  for (size_t i = 0; r != NULL && i < r->n; i++)
+    n += r->e[i].error != 0;
+  return n;
+}
+
+const char *lc_group_report_host(const lc_group_report *r, size_t i) {
+  return r && i < r->n ? r->e[i].host : NULL;
+}
+
+int lc_group_report_error(const lc_group_report *r, size_t i) {
+  return r && i < r->n ? r->e[i].error : -EINVAL;
+}
+
+const char *lc_group_report_message(const lc_group_report *r, size_t i) {
+  return r && i < r->n && r->e[i].message ? r->e[i].message : "";
+}
+
+lc_exec_result lc_group_report_exit(const lc_group_report *r, size_t i) {
+  lc_exec_result none = {.exit_status = -1};
+  return r && i < r->n ? r->e[i].exit : none;
+}
+
+double lc_group_report_seconds(const lc_group_report *r, size_t i) {
+  return r && i < r->n ? r->e[i].seconds : 0.0;
+}
+
+const char *lc_group_report_log(const lc_group_report *r, size_t i) {
+  return r && i < r->n && r->e[i].log.data ? r->e[i].log.data : "";
+}
+
+/* ---- the group ------------------------------------------------------------------------------ */
+
+int lc_group_new(lc_group **out, lc_engine *engine, const lc_group_options *opts) {
+  lc_group *g;
+  *out = NULL;
+  if (engine == NULL)
+    return lc__error_set(-EINVAL, "group: no engine given");
+  if ((g = lc__calloc(1, sizeof(*g))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  g->engine = engine;
+  g->fanout = opts && opts->fanout > 0 ? opts->fanout : 64;
+  if (opts && opts->log_dir && (g->log_dir = lc__strdup(opts->log_dir)) == NULL) {
+    free(g);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  *out = g;
+  return 0;
+}
+
+void lc_group_free(lc_group *g) {
+  if (g == NULL)
+    return;
+  for (size_t i = 0; i < g->nfwd; i++)
+    lc_forward_free(g->fwds[i]);
+  for (size_t i = 0; i < g->n; i++)
+    lc_runtime_free(g->rts[i]);
+  free(g->fwds);
+  free(g->rts);
+  free(g->log_dir);
+  free(g);
+}
+
+size_t lc_group_count(const lc_group *g) { return g->n; }
+
+lc_runtime *lc_group_at(const lc_group *g, size_t i) { return i < g->n ? g->rts[i] : NULL; }
+
+lc_runtime *lc_group_find(const lc_group *g, const char *name) {
+  for (size_t i = 0; name != NULL && i < g->n; i++)
+    if (strcmp(g->rts[i]->name, name) == 0)
+      return g->rts[i];
+  return NULL;
+}
+
+int lc_group_add(lc_group *g, lc_runtime *rt) {
+  if (g == NULL || rt == NULL)
+    return lc__error_set(-EINVAL, "group: no group or runtime given");
+  if (lc_group_find(g, rt->name) != NULL)
+    return lc__error_set(-EEXIST, "group: %s is already in the group", rt->name);
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? g->cap * 2 : 16;
+    lc_runtime **v = lc__realloc(g->rts, cap * sizeof(*v));
+    if (v == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    g->rts = v;
+    g->cap = cap;
+  }
+  g->rts[g->n++] = rt;
+  return 0;
+}
+
+/* ---- jobs: one operation over many hosts ---------------------------------------------------- */
+
+typedef struct job job;
+
+typedef struct ghost {
+  job *j;
+  size_t index;
+  lc_runtime *rt;
+  lc_process *p;
+  size_t step;
+  uint64_t t0;
+  int done;
+  report_entry *out;
+  FILE *logf;
+  char *get_local; /* the current get step's local path, {host} replaced */
+  struct ghost *next_ready;
+} ghost;
+
+struct job {
+  lc__call call;
+  lc_group *g;
+  ghost *hosts;
+  size_t n, next, finished;
+  const lc_task *task;
+  const lc_exec_options *eo;
+  lc_group_line_cb on_line;
+  void *payload;
+  int fail_on_exit; /* a non-zero exit is a failure */
+  /* connect jobs */
+  lc_runtime **pending;
+  uv_timer_t tick;
+  ghost *ready; /* hosts whose step ended, handled on the next tick */
+};
+
+static void host_log(ghost *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void host_log(ghost *h, const char *fmt, ...) {
+  char line[2048];
+  va_list ap;
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  if ((size_t)n >= sizeof(line))
+    n = sizeof(line) - 1;
+  lc__buf_append(&h->out->log, line, (size_t)n);
+  lc__buf_puts(&h->out->log, "\n");
+  if (h->logf != NULL) {
+    fwrite(line, 1, (size_t)n, h->logf);
+    fputc('\n', h->logf);
+  }
+}
+
+static void host_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  ghost *h = payload;
+  job *j = h->j;
+  if (j->task != NULL)
+    host_log(h, "%s %.*s", stream == LC_STDERR ? "err:" : "out:", (int)len, line);
+  if (j->on_line != NULL)
+    j->on_line(h->rt->name, line, len, stream, j->payload);
+}
+
+static void job_tick(uv_timer_t *t);
+
+static void tick_closed(uv_handle_t *h) {
+  job *j = h->data;
+  lc__call_done(&j->call, 0);
+}
+
+static void host_start(ghost *h);
+
+/* A host is through: its slot goes to the next host; the last one ends the job. */
+static void host_finish(ghost *h, int code, const char *msg) {
+  job *j = h->j;
+  h->done = 1;
+  h->out->seconds = (double)(lc__now_ms() - h->t0) / 1000.0;
+  if (code < 0) {
+    h->out->error = code;
+    h->out->message = lc__strdup(msg);
+    host_log(h, "failed: %s", msg);
+  } else if (j->task != NULL) {
+    host_log(h, "done in %.3f s", h->out->seconds);
+  }
+  if (h->logf != NULL) {
+    fclose(h->logf);
+    h->logf = NULL;
+  }
+  free(h->get_local);
+  h->get_local = NULL;
+  if (j->next < j->n)
+    host_start(&j->hosts[j->next++]);
+  if (++j->finished == j->n)
+    uv_close((uv_handle_t *)&j->tick, tick_closed);
+}
+
+static void step_ended(lc_process *p, void *arg) {
+  ghost *h = arg;
+  job *j = h->j;
+  (void)p;
+  /* handled on the next tick, outside the backend's callbacks */
+  h->next_ready = j->ready;
+  j->ready = h;
+  uv_timer_start(&j->tick, job_tick, 0, 0);
+}
+
+static char *replace_host(const char *pattern, const char *host) {
+  lc__buf b = {0};
+  const char *p = pattern, *hit;
+  while ((hit = strstr(p, "{host}")) != NULL) {
+    lc__buf_append(&b, p, (size_t)(hit - p));
+    lc__buf_puts(&b, host);
+    p = hit + 6;
+  }
+  lc__buf_puts(&b, p);
+  return b.data;
+}
+
+/* Starts h's current step, or finishes h when it has none left. */
+static void step_start(ghost *h) {
+  job *j = h->j;
+  const step *s;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc__err err = {0};
+  int r;
+
+  if (j->task == NULL || h->step >= j->task->n) {
+    host_finish(h, 0, NULL);
+    return;
+  }
+  s = &j->task->steps[h->step];
+  if (j->eo != NULL)
+    eo = *j->eo;
+  eo.on_line = host_line;
+  eo.payload = h;
+  switch (s->kind) {
+  case STEP_RUN:
+    host_log(h, "step %zu: run %s", h->step + 1, s->a);
+    r = lc__proc_new(&h->p, h->rt, s->a, &eo, 1);
+    if (r < 0)
+      lc__err_set(&err, r, "%s", lc_error_last());
+    break;
+  case STEP_SEND:
+    host_log(h, "step %zu: send %s to %s", h->step + 1, s->a, s->b);
+    r = lc__xfer_new(&h->p, h->rt, LC__XFER_SEND, s->a, s->b, NULL, 0, 0, &err);
+    break;
+  case STEP_GET:
+    free(h->get_local);
+    h->get_local = replace_host(s->b, h->rt->name);
+    host_log(h, "step %zu: get %s to %s", h->step + 1, s->a, h->get_local);
+    r = h->get_local ? lc__xfer_new(&h->p, h->rt, LC__XFER_GET, h->get_local, s->a, NULL, 0, 0,
+                                    &err)
+                     : lc__err_set(&err, -ENOMEM, "out of memory");
+    break;
+  case STEP_WRITE:
+  default:
+    host_log(h, "step %zu: write %s", h->step + 1, s->a);
+    r = lc__xfer_new(&h->p, h->rt, LC__XFER_WRITE, NULL, s->a, s->data, s->len, s->mode, &err);
+    break;
+  }
+  if (r == 0) {
+    h->p->on_finish = step_ended;
+    h->p->finish_arg = h;
+    r = lc__proc_launch(h->p, &err);
+    if (r < 0) {
+      lc__proc_release(h->p);
+      h->p = NULL;
+    }
+  }
+  if (r < 0) {
+    char msg[LC_ERRMSG_MAX + 64];
+    snprintf(msg, sizeof(msg), "step %zu: %s", h->step + 1, err.msg);
+    host_finish(h, r, msg);
+  }
+}
+
+/* h's step ended: check it, then the next step. */
+static void step_check(ghost *h) {
+  job *j = h->j;
+  lc_process *p = h->p;
+  const step *s = &j->task->steps[h->step];
+  lc__err err = {0};
+  int r = 0;
+
+  h->p = NULL;
+  h->out->exit = p->result;
+  if (s->kind == STEP_RUN) {
+    if (p->err.code < 0)
+      r = lc__err_set(&err, p->err.code, "%s", p->err.msg);
+    else if (j->fail_on_exit && (p->result.exit_status != 0 || p->result.signal != 0))
+      r = p->result.signal
+              ? lc__err_set(&err, LC_EREMOTE, "%s: '%s' was ended by signal %d", h->rt->name,
+                            s->a, p->result.signal)
+              : lc__err_set(&err, LC_EREMOTE, "%s: '%s' exited with status %d", h->rt->name,
+                            s->a, p->result.exit_status);
+  } else {
+    r = lc__xfer_finish(p, 0, &err);
+  }
+  lc__proc_release(p);
+  if (r < 0) {
+    char msg[LC_ERRMSG_MAX + 64];
+    if (j->task->n > 1 || j->task->name[0] != '\0')
+      snprintf(msg, sizeof(msg), "step %zu of %s: %s", h->step + 1, j->task->name, err.msg);
+    else
+      snprintf(msg, sizeof(msg), "%s", err.msg);
+    host_finish(h, r, msg);
+    return;
+  }
+  h->step++;
+  step_start(h);
+}
+
+static void host_start(ghost *h) {
+  job *j = h->j;
+  h->t0 = lc__now_ms();
+  if (j->g->log_dir != NULL && j->task != NULL) {
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s.log", j->g->log_dir, h->rt->name);
+    h->logf = fopen(path, "w");
+  }
+  if (j->task != NULL)
+    host_log(h, "task %s on %s", j->task->name, h->rt->name);
+  step_start(h);
+}
+
+static void job_tick(uv_timer_t *t) {
+  job *j = t->data;
+  while (j->ready != NULL) {
+    ghost *h = j->ready;
+    j->ready = h->next_ready;
+    step_check(h);
+  }
+}
+
+static void job_fn(lc__call *c) {
+  job *j = (job *)c;
+  uv_timer_init(lc__engine_loop(j->g->engine), &j->tick);
+  j->tick.data = j;
+  if (j->n == 0) {
+    uv_close((uv_handle_t *)&j->tick, tick_closed);
+    return;
+  }
+  while (j->next < j->n && j->next < (size_t)j->g->fanout)
+    host_start(&j->hosts[j->next++]);
+}
+
+/* Runs task t on the given runtimes; fills a report in the same order. */
+static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, size_t n,
+                   const lc_task *t, const lc_exec_options *eo, lc_group_line_cb on_line,
+                   void *payload) {
+  lc_group_report *rep = NULL;
+  job j;
+  int r;
+
+  *out = NULL;
+  if ((r = report_new(&rep, n)) < 0)
+    return lc__error_set(r, "out of memory");
+  memset(&j, 0, sizeof(j));
+  if ((j.hosts = lc__calloc(n, sizeof(*j.hosts))) == NULL) {
+    lc_group_report_free(rep);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  if (g->log_dir != NULL)
+    mkdir(g->log_dir, 0755);
+  j.g = g;
+  j.n = n;
+  j.task = t;
+  j.eo = eo;
+  j.on_line = on_line;
+  j.payload = payload;
+  j.fail_on_exit = 1;
+  for (size_t i = 0; i < n; i++) {
+    j.hosts[i].j = &j;
+    j.hosts[i].index = i;
+    j.hosts[i].rt = rts[i];
+    j.hosts[i].out = &rep->e[i];
+    rep->e[i].host = lc__strdup(rts[i]->name);
+  }
+  r = lc__engine_run(g->engine, &j.call, job_fn);
+  free(j.hosts);
+  if (r < 0) {
+    lc_group_report_free(rep);
+    return r;
+  }
+  *out = rep;
+  return 0;
+}
+
+int lc_group_exec(lc_group_report **out, lc_group *g, const char *command,
+                  const lc_exec_options *opts, lc_group_line_cb on_line, void *payload) {
+  step s = {.kind = STEP_RUN, .a = (char *)command};
+  lc_task t = {.name = "", .steps = &s, .n = 1};
+  *out = NULL;
+  if (g == NULL || command == NULL)
+    return lc__error_set(-EINVAL, "group exec: no group or command given");
+  return run_job(out, g, g->rts, g->n, &t, opts, on_line, payload);
+}
+
+int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_task *t, const char *host,
+                      lc_group_line_cb on_line, void *payload) {
+  lc_runtime *one;
+  *out = NULL;
+  if (g == NULL || t == NULL)
+    return lc__error_set(-EINVAL, "group task: no group or task given");
+  if (host == NULL)
+    return run_job(out, g, g->rts, g->n, t, NULL, on_line, payload);
+  if ((one = lc_group_find(g, host)) == NULL)
+    return lc__error_set(-ENOENT, "group task: no host %s in the group", host);
+  return run_job(out, g, &one, 1, t, NULL, on_line, payload);
+}
+
+/* ---- connecting many ------------------------------------------------------------------------ */
+
+typedef struct cjob {
+  lc__call call;
+  lc_runtime **rts; /* prepared, not connected; NULL where preparing failed */
+  report_entry *e;
+  uint64_t *t0;
+  size_t n, next, pending;
+  int fanout;
+  int starting; /* inside connect_next: a connect may fail at once and call back */
+  int done;
+} cjob;
+
+static void connect_next(cjob *j);
+
+static void connected(lc_runtime *rt, const lc__err *err, void *arg) {
+  cjob *j = arg;
+  size_t i = 0;
+  while (i < j->n && j->rts[i] != rt)
+    i++;
+  j->e[i].seconds = (double)(lc__now_ms() - j->t0[i]) / 1000.0;
+  if (err != NULL) {
+    j->e[i].error = err->code;
+    j->e[i].message = lc__strdup(err->msg);
+  }
+  j->pending--;
+  connect_next(j);
+}
+
+static void connect_next(cjob *j) {
+  if (j->starting)
+    return; /* the outer call goes on */
+  j->starting = 1;
+  while (j->next < j->n && j->pending < (size_t)j->fanout) {
+    size_t i = j->next++;
+    if (j->rts[i] == NULL)
+      continue;
+    j->pending++;
+    j->t0[i] = lc__now_ms();
+    lc__runtime_connect_async(j->rts[i], connected, j);
+  }
+  j->starting = 0;
+  if (j->pending == 0 && j->next == j->n && !j->done) {
+    j->done = 1;
+    lc__call_done(&j->call, 0);
+  }
+}
+
+static void connect_fn(lc__call *c) { connect_next((cjob *)c); }
+
+int lc_group_connect(lc_group_report **out, lc_group *g, const char *const *hosts, size_t n,
+                     const lc_runtime_options *opts) {
+  lc_group_report *rep = NULL;
+  cjob j;
+  int r;
+
+  *out = NULL;
+  if (g == NULL || (hosts == NULL && n > 0))
+    return lc__error_set(-EINVAL, "group connect: no group or hosts given");
+  if ((r = report_new(&rep, n)) < 0)
+    return lc__error_set(r, "out of memory");
+  memset(&j, 0, sizeof(j));
+  j.n = n;
+  j.e = rep->e;
+  j.fanout = g->fanout;
+  if ((j.rts = lc__calloc(n, sizeof(*j.rts))) == NULL ||
+      (j.t0 = lc__calloc(n, sizeof(*j.t0))) == NULL) {
+    free(j.rts);
+    lc_group_report_free(rep);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  /* settings are read here (files); the connections are made on the engine, all at once */
+  for (size_t i = 0; i < n; i++) {
+    rep->e[i].host = lc__strdup(hosts[i]);
+    if (lc_group_find(g, hosts[i]) != NULL) {
+      rep->e[i].error = -EEXIST;
+      rep->e[i].message = lc__sprintf("%s is already in the group", hosts[i]);
+    } else if ((r = lc__runtime_prepare_ssh(&j.rts[i], g->engine, hosts[i], opts)) < 0) {
+      rep->e[i].error = r;
+      rep->e[i].message = lc__strdup(lc_error_last());
+    }
+  }
+  lc__engine_run(g->engine, &j.call, connect_fn);
+  for (size_t i = 0; i < n; i++) {
+    if (j.rts[i] == NULL)
+      continue;
+    if (rep->e[i].error == 0 && (r = lc_group_add(g, j.rts[i])) == 0)
+      continue;
+    if (rep->e[i].error == 0) { /* the same host twice in the list */
+      rep->e[i].error = r;
+      rep->e[i].message = lc__strdup(lc_error_last());
+    }
+    lc__runtime_discard(j.rts[i]);
+  }
+  free(j.rts);
+  free(j.t0);
+  *out = rep;
+  return 0;
+}
+
+/* ---- tasks ---------------------------------------------------------------------------------- */
+
+int lc_task_new(lc_task **out, const char *name) {
+  lc_task *t = lc__calloc(1, sizeof(*t));
+  *out = NULL;
+  if (t == NULL || (t->name = lc__strdup(name ? name : "task")) == NULL) {
+    free(t);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  *out = t;
+  return 0;
+}
+
+void lc_task_free(lc_task *t) {
+  if (t == NULL)
+    return;
+  for (size_t i = 0; i < t->n; i++) {
+    free(t->steps[i].a);
+    free(t->steps[i].b);
+    free(t->steps[i].data);
+  }
+  free(t->steps);
+  free(t->name);
+  free(t);
+}
+
+static int task_add(lc_task *t, step_kind kind, const char *a, const char *b, const void *data,
+                    size_t len, unsigned int mode) {
+  step *s;
+  if (t == NULL || a == NULL || (kind != STEP_RUN && kind != STEP_WRITE && b == NULL) ||
+      (kind == STEP_WRITE && data == NULL && len > 0))
+    return lc__error_set(-EINVAL, "task: a step needs its command or paths");
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? t->cap * 2 : 8;
+    step *v = lc__realloc(t->steps, cap * sizeof(*v));
+    if (v == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    t->steps = v;
+    t->cap = cap;
+  }
+  s = &t->steps[t->n];
+  memset(s, 0, sizeof(*s));
+  s->kind = kind;
+  s->mode = mode;
+  s->len = len;
+  if ((s->a = lc__strdup(a)) == NULL || (b != NULL && (s->b = lc__strdup(b)) == NULL) ||
+      (kind == STEP_WRITE && (s->data = lc__malloc(len)) == NULL)) {
+    free(s->a);
+    free(s->b);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  if (kind == STEP_WRITE && len > 0)
+    memcpy(s->data, data, len);
+  t->n++;
+  return 0;
+}
+
+int lc_task_add_run(lc_task *t, const char *command) {
+  return task_add(t, STEP_RUN, command, NULL, NULL, 0, 0);
+}
+
+int lc_task_add_send(lc_task *t, const char *local_path, const char *remote_path) {
+  return task_add(t, STEP_SEND, local_path, remote_path, NULL, 0, 0);
+}
+
+int lc_task_add_get(lc_task *t, const char *remote_path, const char *local_path) {
+  return task_add(t, STEP_GET, remote_path, local_path, NULL, 0, 0);
+}
+
+int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, size_t len,
+                      unsigned int mode) {
+  return task_add(t, STEP_WRITE, remote_path, NULL, data, len, mode);
+}
+
+/* ---- tunnels -------------------------------------------------------------------------------- */
+
+static int keep_forward(lc_group *g, lc_forward *f) {
+  if (g->nfwd == g->capfwd) {
+    size_t cap = g->capfwd ? g->capfwd * 2 : 16;
+    lc_forward **v = lc__realloc(g->fwds, cap * sizeof(*v));
+    if (v == NULL) {
+      lc_forward_free(f);
+      return lc__error_set(-ENOMEM, "out of memory");
+    }
+    g->fwds = v;
+    g->capfwd = cap;
+  }
+  g->fwds[g->nfwd++] = f;
+  return 0;
+}
+
+/* Remote forwards port -> 127.0.0.1:port here, on every runtime but skip (and local ones). */
+static int expose_here(lc_group *g, int port, const lc_runtime *skip) {
+  for (size_t i = 0; i < g->n; i++) {
+    lc_forward *f = NULL;
+    int r;
+    if (g->rts[i] == skip || g->rts[i]->ops == &lc__local_ops)
+      continue; /* this machine already has the port */
+    if ((r = lc_forward_new(&f, g->rts[i], LC_FORWARD_REMOTE, port, "127.0.0.1", port, NULL)) < 0)
+      return r;
+    if ((r = keep_forward(g, f)) < 0)
+      return r;
+  }
+  return 0;
+}
+
+int lc_group_expose_local_port(lc_group *g, int port) {
+  if (g == NULL || port < 1 || port > 65535)
+    return lc__error_set(-EINVAL, "expose: bad port %d", port);
+  return expose_here(g, port, NULL);
+}
+
+int lc_group_expose_runtime_port(lc_group *g, const char *host, int port) {
+  lc_runtime *rt;
+  lc_forward *f = NULL;
+  int r;
+  if (g == NULL || port < 1 || port > 65535)
+    return lc__error_set(-EINVAL, "expose: bad port %d", port);
+  if ((rt = lc_group_find(g, host)) == NULL)
+    return lc__error_set(-ENOENT, "expose: no host %s in the group", host ? host : "(null)");
+  if (rt->ops != &lc__local_ops) {
+    if ((r = lc_forward_new(&f, rt, LC_FORWARD_LOCAL, port, "127.0.0.1", port, NULL)) < 0)
+      return r;
+    if ((r = keep_forward(g, f)) < 0)
+      return r;
+  }
+  return expose_here(g, port, rt);
+}
