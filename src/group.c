@@ -161,6 +161,18 @@ lc_runtime *lc_group_find(const lc_group *g, const char *name) {
   return NULL;
 }
 
+int lc_group_remove(lc_group *g, const char *name) {
+  for (size_t i = 0; g != NULL && name != NULL && i < g->n; i++) {
+    if (strcmp(g->rts[i]->name, name) != 0)
+      continue;
+    lc_runtime_free(g->rts[i]);
+    memmove(&g->rts[i], &g->rts[i + 1], (g->n - i - 1) * sizeof(g->rts[0]));
+    g->n--;
+    return 0;
+  }
+  return lc__error_set(-ENOENT, "group: no host %s in the group", name ? name : "(null)");
+}
+
 int lc_group_add(lc_group *g, lc_runtime *rt) {
   if (g == NULL || rt == NULL)
     return lc__error_set(-EINVAL, "group: no group or runtime given");

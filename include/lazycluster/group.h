@@ -60,6 +60,9 @@ LC_EXTERN int lc_group_add(lc_group *g, lc_runtime *rt);
 LC_EXTERN int lc_group_connect(lc_group_report **out, lc_group *g, const char *const *hosts,
                                size_t n, const lc_runtime_options *opts);
 
+/** Takes the named runtime out of the group and frees it. -ENOENT when it is not in. */
+LC_EXTERN int lc_group_remove(lc_group *g, const char *name);
+
 /** Number of runtimes in the group. */
 LC_EXTERN size_t lc_group_count(const lc_group *g);
 
