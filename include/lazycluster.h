@@ -13,6 +13,7 @@
 #include "lazycluster/runtime.h"
 #include "lazycluster/forward.h"
 #include "lazycluster/group.h"
+#include "lazycluster/manager.h"
 #include "lazycluster/hostinfo.h"
 #include "lazycluster/ports.h"
 
