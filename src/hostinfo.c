@@ -66,16 +66,33 @@ out:
   return data;
 }
 
-static char *read_under(const char *root, const char *abs, size_t max) {
+/* ---- the file view over a directory tree on this machine ----------------------------------- */
+
+static char *disk_read(const lc__fsview *fs, const char *abs, size_t max) {
   char path[PATH_MAX];
-  if (path_join(path, sizeof(path), root, abs) < 0)
+  if (path_join(path, sizeof(path), fs->root, abs) < 0)
     return NULL;
   return read_text(path, max);
 }
 
-static int is_dir(const char *path) {
+static int disk_is_dir(const lc__fsview *fs, const char *abs) {
+  char path[PATH_MAX];
   struct stat st;
-  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+  return path_join(path, sizeof(path), fs->root, abs) == 0 && stat(path, &st) == 0 &&
+         S_ISDIR(st.st_mode);
+}
+
+static int disk_exists(const lc__fsview *fs, const char *abs) {
+  char path[PATH_MAX];
+  return path_join(path, sizeof(path), fs->root, abs) == 0 && access(path, F_OK) == 0;
+}
+
+void lc__fsview_disk(lc__fsview *fs, const char *root) {
+  memset(fs, 0, sizeof(*fs));
+  fs->read = disk_read;
+  fs->is_dir = disk_is_dir;
+  fs->exists = disk_exists;
+  fs->root = root;
 }
 
 static char *trim(char *s) {
@@ -149,11 +166,11 @@ static int os_release_value(const char *text, const char *key, char *buf, size_t
   return -ENOENT;
 }
 
-int lc__hostinfo_os_release(const char *root, char *buf, size_t n) {
+int lc__hostinfo_os_release_in(const lc__fsview *fs, char *buf, size_t n) {
   static const char *const files[] = {"/etc/os-release", "/usr/lib/os-release"};
   int r = -ENOENT;
   for (size_t i = 0; i < LC_ARRAY_SIZE(files) && r < 0; i++) {
-    char *text = read_under(root, files[i], SMALL_FILE_MAX * 4);
+    char *text = fs->read(fs, files[i], SMALL_FILE_MAX * 4);
     if (text == NULL)
       continue;
     if ((r = os_release_value(text, "PRETTY_NAME", buf, n)) < 0)
@@ -163,10 +180,16 @@ int lc__hostinfo_os_release(const char *root, char *buf, size_t n) {
   return r;
 }
 
+int lc__hostinfo_os_release(const char *root, char *buf, size_t n) {
+  lc__fsview fs;
+  lc__fsview_disk(&fs, root);
+  return lc__hostinfo_os_release_in(&fs, buf, n);
+}
+
 /* ---- memory and cores ---------------------------------------------------------------------- */
 
-uint64_t lc__hostinfo_memtotal(const char *root) {
-  char *text = read_under(root, "/proc/meminfo", SMALL_FILE_MAX * 2);
+uint64_t lc__hostinfo_memtotal_in(const lc__fsview *fs) {
+  char *text = fs->read(fs, "/proc/meminfo", SMALL_FILE_MAX * 2);
   uint64_t kib = 0;
   const char *p;
   if (text == NULL)
@@ -181,6 +204,12 @@ uint64_t lc__hostinfo_memtotal(const char *root) {
   }
   free(text);
   return kib * 1024u;
+}
+
+uint64_t lc__hostinfo_memtotal(const char *root) {
+  lc__fsview fs;
+  lc__fsview_disk(&fs, root);
+  return lc__hostinfo_memtotal_in(&fs);
 }
 
 double lc__hostinfo_cores(long online, long affinity, double cgroup_limit) {
@@ -247,19 +276,19 @@ static int list_has(const char *list, const char *word) {
 }
 
 /*
- * Finds the cgroup file system for controller (NULL: the v2 hierarchy) in root/proc/self/mountinfo:
+ * Finds the cgroup file system for controller (NULL: the v2 hierarchy) in /proc/self/mountinfo:
  * its mount point and the path inside the hierarchy that is mounted there.
  */
-static int cgroup_mount(const char *root, const char *controller, char *point, size_t pn,
+static int cgroup_mount(const lc__fsview *fs, const char *controller, char *point, size_t pn,
                         char *mroot, size_t mn) {
-  char *text = read_under(root, "/proc/self/mountinfo", LIST_FILE_MAX);
+  char *text = fs->read(fs, "/proc/self/mountinfo", LIST_FILE_MAX);
   char *save = NULL;
   int r = -ENOENT;
   if (text == NULL)
     return -ENOENT;
   for (char *line = strtok_r(text, "\n", &save); line && r < 0;
        line = strtok_r(NULL, "\n", &save)) {
-    char *f[6], *fs = NULL, *super = NULL, *save2 = NULL, *tok;
+    char *f[6], *type = NULL, *super = NULL, *save2 = NULL, *tok;
     int nf = 0;
     for (tok = strtok_r(line, " ", &save2); tok && nf < 6; tok = strtok_r(NULL, " ", &save2))
       f[nf++] = tok;
@@ -267,11 +296,11 @@ static int cgroup_mount(const char *root, const char *controller, char *point, s
       continue;
     while (tok && strcmp(tok, "-") != 0)
       tok = strtok_r(NULL, " ", &save2);
-    if (tok == NULL || (fs = strtok_r(NULL, " ", &save2)) == NULL ||
+    if (tok == NULL || (type = strtok_r(NULL, " ", &save2)) == NULL ||
         strtok_r(NULL, " ", &save2) == NULL || (super = strtok_r(NULL, " ", &save2)) == NULL)
       continue;
-    if (controller == NULL ? strcmp(fs, "cgroup2") != 0
-                           : strcmp(fs, "cgroup") != 0 || !list_has(super, controller))
+    if (controller == NULL ? strcmp(type, "cgroup2") != 0
+                           : strcmp(type, "cgroup") != 0 || !list_has(super, controller))
       continue;
     mountinfo_unescape(f[3]);
     mountinfo_unescape(f[4]);
@@ -283,9 +312,9 @@ static int cgroup_mount(const char *root, const char *controller, char *point, s
   return r;
 }
 
-/* This process's path in the hierarchy of controller (NULL: v2) from root/proc/self/cgroup. */
-static int cgroup_path(const char *root, const char *controller, char *buf, size_t n) {
-  char *text = read_under(root, "/proc/self/cgroup", LIST_FILE_MAX);
+/* This process's path in the hierarchy of controller (NULL: v2) from /proc/self/cgroup. */
+static int cgroup_path(const lc__fsview *fs, const char *controller, char *buf, size_t n) {
+  char *text = fs->read(fs, "/proc/self/cgroup", LIST_FILE_MAX);
   char *save = NULL;
   int r = -ENOENT;
   if (text == NULL)
@@ -308,33 +337,31 @@ static int cgroup_path(const char *root, const char *controller, char *buf, size
 
 /*
  * The directory of this process's cgroup for controller (NULL: v2), and the hierarchy's mount
- * point (base) under root. Without mountinfo, the usual places under sys/fs/cgroup are assumed.
+ * point (base), as paths of fs. Without mountinfo, the usual places under /sys/fs/cgroup are
+ * assumed.
  */
-static int cgroup_dir(const char *root, const char *controller, char *dir, size_t dn, char *base,
-                      size_t bn) {
+static int cgroup_dir(const lc__fsview *fs, const char *controller, char *dir, size_t dn,
+                      char *base, size_t bn) {
   char path[PATH_MAX], point[PATH_MAX], mroot[PATH_MAX];
   const char *rel;
   size_t ml;
-  if (cgroup_path(root, controller, path, sizeof(path)) < 0)
+  if (cgroup_path(fs, controller, path, sizeof(path)) < 0)
     return -ENOENT;
-  if (cgroup_mount(root, controller, point, sizeof(point), mroot, sizeof(mroot)) < 0) {
-    char probe[PATH_MAX];
+  if (cgroup_mount(fs, controller, point, sizeof(point), mroot, sizeof(mroot)) < 0) {
     snprintf(mroot, sizeof(mroot), "/");
     if (controller == NULL) {
-      /* v2 alone at sys/fs/cgroup, or the hybrid layout's sys/fs/cgroup/unified. */
-      if (path_join(probe, sizeof(probe), root, "/sys/fs/cgroup/cgroup.controllers") == 0 &&
-          access(probe, F_OK) == 0)
+      /* v2 alone at /sys/fs/cgroup, or the hybrid layout's /sys/fs/cgroup/unified. */
+      if (fs->exists(fs, "/sys/fs/cgroup/cgroup.controllers"))
         snprintf(point, sizeof(point), "/sys/fs/cgroup");
       else
         snprintf(point, sizeof(point), "/sys/fs/cgroup/unified");
     } else {
       snprintf(point, sizeof(point), "/sys/fs/cgroup/%s", controller);
-      if (path_join(probe, sizeof(probe), root, point) == 0 && !is_dir(probe) &&
-          strcmp(controller, "cpu") == 0)
+      if (!fs->is_dir(fs, point) && strcmp(controller, "cpu") == 0)
         snprintf(point, sizeof(point), "/sys/fs/cgroup/cpu,cpuacct");
     }
   }
-  if (path_join(base, bn, root, point) < 0 || !is_dir(base))
+  if (snprintf(base, bn, "%s", point) >= (int)bn || !fs->is_dir(fs, base))
     return -ENOENT;
   /* The mount shows the hierarchy from mroot down; a path outside it (another namespace's view)
    * cannot be placed, so the mount point itself stands for this process's cgroup. */
@@ -349,15 +376,17 @@ static int cgroup_dir(const char *root, const char *controller, char *dir, size_
     rel = "";
   if (strstr(rel, "/..") != NULL) /* outside this namespace's root: never climb above base */
     rel = "";
-  if (snprintf(dir, dn, "%s%s", base, strcmp(rel, "/") == 0 ? "" : rel) >= (int)dn || !is_dir(dir))
+  if (snprintf(dir, dn, "%s%s", base, strcmp(rel, "/") == 0 ? "" : rel) >= (int)dn ||
+      !fs->is_dir(fs, dir))
     snprintf(dir, dn, "%s", base);
   return 0;
 }
 
-typedef int (*limit_reader)(const char *dir, double *out);
+typedef int (*limit_reader)(const lc__fsview *fs, const char *dir, double *out);
 
 /* Applies read to dir and each parent up to base; the smallest limit found, 0 when none. */
-static double cgroup_walk(const char *dir, const char *base, limit_reader read) {
+static double cgroup_walk(const lc__fsview *fs, const char *dir, const char *base,
+                          limit_reader read) {
   char cur[PATH_MAX];
   size_t bl = strlen(base);
   double best = 0;
@@ -365,7 +394,7 @@ static double cgroup_walk(const char *dir, const char *base, limit_reader read) 
   for (;;) {
     double v = 0;
     char *slash;
-    if (read(cur, &v) == 0 && v > 0 && (best == 0 || v < best))
+    if (read(fs, cur, &v) == 0 && v > 0 && (best == 0 || v < best))
       best = v;
     if (strlen(cur) <= bl || (slash = strrchr(cur, '/')) == NULL || (size_t)(slash - cur) < bl)
       break;
@@ -374,16 +403,16 @@ static double cgroup_walk(const char *dir, const char *base, limit_reader read) 
   return best;
 }
 
-static char *read_in(const char *dir, const char *name) {
+static char *read_in(const lc__fsview *fs, const char *dir, const char *name) {
   char path[PATH_MAX];
   if (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path))
     return NULL;
-  return read_text(path, SMALL_FILE_MAX);
+  return fs->read(fs, path, SMALL_FILE_MAX);
 }
 
 /* cpu.max: "QUOTA PERIOD" or "max PERIOD". */
-static int read_cpu_v2(const char *dir, double *out) {
-  char *text = read_in(dir, "cpu.max"), *period;
+static int read_cpu_v2(const lc__fsview *fs, const char *dir, double *out) {
+  char *text = read_in(fs, dir, "cpu.max"), *period;
   uint64_t q, p = 100000;
   int r = -ENOENT;
   if (text == NULL)
@@ -400,8 +429,8 @@ static int read_cpu_v2(const char *dir, double *out) {
 }
 
 /* cpu.cfs_quota_us (-1: none) over cpu.cfs_period_us. */
-static int read_cpu_v1(const char *dir, double *out) {
-  char *qt = read_in(dir, "cpu.cfs_quota_us"), *pt = read_in(dir, "cpu.cfs_period_us");
+static int read_cpu_v1(const lc__fsview *fs, const char *dir, double *out) {
+  char *qt = read_in(fs, dir, "cpu.cfs_quota_us"), *pt = read_in(fs, dir, "cpu.cfs_period_us");
   uint64_t q, p;
   int r = -ENOENT;
   if (qt && pt && parse_u64(qt, &q) == 0 && parse_u64(pt, &p) == 0 && q > 0 && p > 0) {
@@ -413,8 +442,8 @@ static int read_cpu_v1(const char *dir, double *out) {
   return r;
 }
 
-static int read_mem_v2(const char *dir, double *out) {
-  char *text = read_in(dir, "memory.max");
+static int read_mem_v2(const lc__fsview *fs, const char *dir, double *out) {
+  char *text = read_in(fs, dir, "memory.max");
   uint64_t v;
   int r = -ENOENT;
   if (text && parse_u64(text, &v) == 0) {
@@ -425,8 +454,8 @@ static int read_mem_v2(const char *dir, double *out) {
   return r;
 }
 
-static int read_mem_v1(const char *dir, double *out) {
-  char *text = read_in(dir, "memory.limit_in_bytes");
+static int read_mem_v1(const lc__fsview *fs, const char *dir, double *out) {
+  char *text = read_in(fs, dir, "memory.limit_in_bytes");
   uint64_t v;
   int r = -ENOENT;
   if (text && parse_u64(text, &v) == 0 && v < LC__CGROUP_V1_UNLIMITED) {
@@ -447,23 +476,35 @@ static double min_limit(double a, double b) {
 
 /* The smallest limit over the v1 controller and the v2 hierarchy; a controller is attached to only
  * one of them, so on a hybrid system the other finds nothing. */
-static double cgroup_limit(const char *root, const char *controller, limit_reader v1,
+static double cgroup_limit(const lc__fsview *fs, const char *controller, limit_reader v1,
                            limit_reader v2) {
   char dir[PATH_MAX], base[PATH_MAX];
   double limit = 0;
-  if (cgroup_dir(root, controller, dir, sizeof(dir), base, sizeof(base)) == 0)
-    limit = cgroup_walk(dir, base, v1);
-  if (cgroup_dir(root, NULL, dir, sizeof(dir), base, sizeof(base)) == 0)
-    limit = min_limit(limit, cgroup_walk(dir, base, v2));
+  if (cgroup_dir(fs, controller, dir, sizeof(dir), base, sizeof(base)) == 0)
+    limit = cgroup_walk(fs, dir, base, v1);
+  if (cgroup_dir(fs, NULL, dir, sizeof(dir), base, sizeof(base)) == 0)
+    limit = min_limit(limit, cgroup_walk(fs, dir, base, v2));
   return limit;
 }
 
+double lc__cgroup_cpu_limit_in(const lc__fsview *fs) {
+  return cgroup_limit(fs, "cpu", read_cpu_v1, read_cpu_v2);
+}
+
+uint64_t lc__cgroup_memory_limit_in(const lc__fsview *fs) {
+  return (uint64_t)cgroup_limit(fs, "memory", read_mem_v1, read_mem_v2);
+}
+
 double lc__cgroup_cpu_limit(const char *root) {
-  return cgroup_limit(root, "cpu", read_cpu_v1, read_cpu_v2);
+  lc__fsview fs;
+  lc__fsview_disk(&fs, root);
+  return lc__cgroup_cpu_limit_in(&fs);
 }
 
 uint64_t lc__cgroup_memory_limit(const char *root) {
-  return (uint64_t)cgroup_limit(root, "memory", read_mem_v1, read_mem_v2);
+  lc__fsview fs;
+  lc__fsview_disk(&fs, root);
+  return lc__cgroup_memory_limit_in(&fs);
 }
 
 /* ---- the public calls ---------------------------------------------------------------------- */
@@ -494,6 +535,7 @@ int lc_hostinfo_local(lc_hostinfo **out) {
     lc__error_set(r, "out of memory listing GPUs");
     goto out;
   }
+  info->gpus_detected = info->gpu_count;
   *out = info;
   info = NULL;
   r = 0;
@@ -506,7 +548,64 @@ void lc_hostinfo_free(lc_hostinfo *info) {
   if (info == NULL)
     return;
   free(info->gpus);
+  for (size_t i = 0; i < info->executable_count; i++) {
+    if (info->executables)
+      free(info->executables[i]);
+    if (info->executable_paths)
+      free(info->executable_paths[i]);
+  }
+  free(info->executables);
+  free(info->executable_paths);
+  lc_ports_free(info->listening);
   free(info);
+}
+
+int lc_hostinfo_has_executable(const lc_hostinfo *info, const char *name) {
+  if (info == NULL || name == NULL)
+    return lc__error_set(-EINVAL, "lc_hostinfo_has_executable: %s is NULL", info ? "name" : "info");
+  for (size_t i = 0; i < info->executable_count && info->executables; i++)
+    if (info->executables[i] && strcmp(info->executables[i], name) == 0)
+      return info->executable_paths && info->executable_paths[i] ? 1 : 0;
+  return lc__error_set(-ENOENT, "%s: the executable '%s' was not asked about", info->hostname,
+                       name);
+}
+
+int lc_hostinfo_declare_gpus(lc_hostinfo *info, int n) {
+  size_t want = (size_t)n;
+  char why[sizeof(info->gpu_reason)];
+  if (info == NULL)
+    return lc__error_set(-EINVAL, "lc_hostinfo_declare_gpus: info is NULL");
+  if (n < 0)
+    return 0;
+  if (!info->gpus_declared)
+    info->gpus_detected = info->gpu_count;
+  if (want > info->gpu_count) {
+    lc_gpu *g = lc__realloc(info->gpus, want * sizeof(*g));
+    if (g == NULL)
+      return lc__error_set(-ENOMEM, "out of memory declaring %d GPUs", n);
+    memset(g + info->gpu_count, 0, (want - info->gpu_count) * sizeof(*g));
+    for (size_t i = info->gpu_count; i < want; i++)
+      g[i].index = i > 0 ? g[i - 1].index + 1 : 0;
+    info->gpus = g;
+  }
+  info->gpu_count = want;
+  if (want == 0) {
+    free(info->gpus);
+    info->gpus = NULL;
+  }
+  if (want != info->gpus_detected) {
+    const char *rest = strchr(info->gpu_reason, ';');
+    if (strcmp(info->gpu_source, "declared") == 0)
+      snprintf(why, sizeof(why), "gpus=%d declared%s", n, rest ? rest : "");
+    else
+      snprintf(why, sizeof(why), "gpus=%d declared; the host reported %zu (%s%s%.180s)", n,
+               info->gpus_detected, info->gpu_source[0] ? info->gpu_source : "none",
+               info->gpu_reason[0] ? ": " : "", info->gpu_reason);
+    copy_str(info->gpu_reason, sizeof(info->gpu_reason), why);
+    copy_str(info->gpu_source, sizeof(info->gpu_source), "declared");
+  }
+  info->gpus_declared = 1;
+  return 0;
 }
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
@@ -595,6 +694,38 @@ static int json_append_cores(lc__buf *b, double v) {
   return lc__buf_append(b, tmp, (size_t)n);
 }
 
+/* The fields only lc_runtime_hostinfo and lc_hostinfo_declare_gpus set, where they are set. */
+static int json_append_remote(lc__buf *b, const lc_hostinfo *info) {
+  int r = 0;
+  if (info->executable_count > 0 && info->executables) {
+    if ((r = lc__buf_puts(b, ",\"executables\":{")) < 0)
+      return r;
+    for (size_t i = 0; i < info->executable_count; i++) {
+      const char *path = info->executable_paths ? info->executable_paths[i] : NULL;
+      if ((i > 0 && (r = lc__buf_append(b, ",", 1)) < 0) ||
+          (r = lc__json_append_string(b, info->executables[i])) < 0 ||
+          (r = lc__buf_append(b, ":", 1)) < 0 ||
+          (r = path ? lc__json_append_string(b, path) : lc__buf_puts(b, "null")) < 0)
+        return r;
+    }
+    if ((r = lc__buf_append(b, "}", 1)) < 0)
+      return r;
+  }
+  if (info->listening) {
+    size_t n = lc_ports_count(info->listening);
+    if ((r = lc__buf_puts(b, ",\"listening\":[")) < 0)
+      return r;
+    for (size_t i = 0; i < n; i++)
+      if ((r = lc__buf_printf(b, "%s%d", i ? "," : "", lc_ports_at(info->listening, i))) < 0)
+        return r;
+    if ((r = lc__buf_append(b, "]", 1)) < 0)
+      return r;
+  }
+  if (info->gpus_declared)
+    r = lc__buf_printf(b, ",\"gpus_detected\":%zu,\"gpus_declared\":true", info->gpus_detected);
+  return r;
+}
+
 int lc_hostinfo_to_json(char **out, const lc_hostinfo *info) {
   lc__buf b = {0};
   int r;
@@ -628,7 +759,7 @@ int lc_hostinfo_to_json(char **out, const lc_hostinfo *info) {
       (r = lc__json_append_string(&b, info->gpu_source)) < 0 ||
       (r = lc__buf_append(&b, ",\"gpu_reason\":", 14)) < 0 ||
       (r = lc__json_append_string(&b, info->gpu_reason)) < 0 ||
-      (r = lc__buf_append(&b, "}", 1)) < 0)
+      (r = json_append_remote(&b, info)) < 0 || (r = lc__buf_append(&b, "}", 1)) < 0)
     goto out;
   *out = b.data;
   b.data = NULL;

@@ -1,10 +1,12 @@
 /*
- * hostinfo_internal.h - the parsers behind lc_hostinfo_local, shared with the unit tests.
+ * hostinfo_internal.h - the parsers behind lc_hostinfo_local, shared with the remote host facts
+ * (hostfacts.c) and the unit tests.
  *
  * Every reader takes root, the directory that stands for "/": "/" on a live system, a fixture
  * tree in the tests. Paths read below it: etc/os-release, usr/lib/os-release, proc/meminfo,
  * proc/self/cgroup, proc/self/mountinfo and the cgroup file systems that mountinfo names (or
- * sys/fs/cgroup when mountinfo says nothing).
+ * sys/fs/cgroup when mountinfo says nothing). The _in variants read the same paths through a
+ * file view instead: a tree on this machine, or the files a remote host sent back.
  */
 #ifndef LC_HOSTINFO_INTERNAL_H
 #define LC_HOSTINFO_INTERNAL_H
@@ -13,6 +15,30 @@
 
 /* v1 memory limits at or above this mean "no limit" (the kernel shows ~2^63 rounded to a page). */
 #define LC__CGROUP_V1_UNLIMITED (UINT64_C(1) << 60)
+
+/*
+ * Where the readers find files. Paths are absolute, as on the machine the facts are about.
+ */
+typedef struct lc__fsview lc__fsview;
+struct lc__fsview {
+  /* The file's first max bytes as a NUL-terminated heap string; NULL when it cannot be read. */
+  char *(*read)(const lc__fsview *fs, const char *path, size_t max);
+  /* Non-zero when path is a directory. */
+  int (*is_dir)(const lc__fsview *fs, const char *path);
+  /* Non-zero when path exists (a file or a directory). */
+  int (*exists)(const lc__fsview *fs, const char *path);
+  const char *root; /* lc__fsview_disk: the directory that stands for "/" */
+  const void *data; /* other views: their own state */
+};
+
+/* A view of the tree under root on this machine (root is borrowed). */
+void lc__fsview_disk(lc__fsview *fs, const char *root);
+
+/* The readers below, through a view. */
+int lc__hostinfo_os_release_in(const lc__fsview *fs, char *buf, size_t n);
+uint64_t lc__hostinfo_memtotal_in(const lc__fsview *fs);
+double lc__cgroup_cpu_limit_in(const lc__fsview *fs);
+uint64_t lc__cgroup_memory_limit_in(const lc__fsview *fs);
 
 /*
  * PRETTY_NAME of root/etc/os-release (else root/usr/lib/os-release), quotes and escapes removed;
