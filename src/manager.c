@@ -1,0 +1,227 @@
+/*
+ * manager.c - discovery: candidates from an explicit list, an inventory file or the ssh config;
+ * all connected at once (lc_group_connect); their facts read in one round trip each, all at once
+ * (lc_group_exec of the host-facts script); then the filters.
+ */
+#include "hostfacts.h"
+#include "runtime_internal.h"
+#include "sshconfig.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct candidate {
+  char *host;
+  lc_host_state state;
+  int error;
+  char *reason;
+  double latency;
+  lc_hostinfo *info;
+  int gpus;  /* declared, -1 when not */
+  int slots; /* declared, 0 when not */
+  lc__buf facts;
+} candidate;
+
+struct lc_discovery {
+  size_t n;
+  candidate *c;
+};
+
+void lc_discover_options_init(lc_discover_options *opts) {
+  lc_discover_options init = LC_DISCOVER_OPTIONS_INIT;
+  *opts = init;
+}
+
+void lc_discovery_free(lc_discovery *d) {
+  if (d == NULL)
+    return;
+  for (size_t i = 0; i < d->n; i++) {
+    free(d->c[i].host);
+    free(d->c[i].reason);
+    lc_hostinfo_free(d->c[i].info);
+    lc__buf_free(&d->c[i].facts);
+  }
+  free(d->c);
+  free(d);
+}
+
+size_t lc_discovery_count(const lc_discovery *d) { return d ? d->n : 0; }
+const char *lc_discovery_host(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].host : NULL;
+}
+lc_host_state lc_discovery_state(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].state : LC_HOST_UNREACHABLE;
+}
+int lc_discovery_error(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].error : -EINVAL;
+}
+const char *lc_discovery_reason(const lc_discovery *d, size_t i) {
+  return d && i < d->n && d->c[i].reason ? d->c[i].reason : "";
+}
+double lc_discovery_latency(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].latency : 0.0;
+}
+const lc_hostinfo *lc_discovery_info(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].info : NULL;
+}
+int lc_discovery_declared_gpus(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].gpus : -1;
+}
+int lc_discovery_slots(const lc_discovery *d, size_t i) {
+  return d && i < d->n ? d->c[i].slots : 0;
+}
+
+/* The candidates: explicit list, else inventory, else every concrete alias of the config. */
+static int candidates(lc_discovery *d, const lc_discover_options *o) {
+  lc_inventory *inv = NULL;
+  char **aliases = NULL;
+  size_t n = 0;
+  lc__err err = {0};
+  int r = 0;
+
+  if (o->hosts != NULL)
+    r = lc_inventory_from_list(&inv, o->hosts);
+  else if (o->inventory != NULL)
+    r = lc_inventory_parse(&inv, o->inventory);
+  else if ((r = lc__sshconfig_aliases(&aliases, &n, o->runtime ? o->runtime->ssh_config : NULL,
+                                      &err)) < 0)
+    return lc__err_raise(&err);
+  if (r < 0)
+    return r;
+  if (inv != NULL)
+    n = lc_inventory_count(inv);
+  if ((d->c = lc__calloc(n, sizeof(*d->c))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  d->n = n;
+  for (size_t i = 0; i < n; i++) {
+    d->c[i].host = lc__strdup(inv ? lc_inventory_host(inv, i) : aliases[i]);
+    d->c[i].gpus = inv ? lc_inventory_gpus(inv, i) : -1;
+    d->c[i].slots = inv ? lc_inventory_slots(inv, i) : 0;
+    if (d->c[i].host == NULL)
+      r = lc__error_set(-ENOMEM, "out of memory");
+  }
+out:
+  lc_inventory_free(inv);
+  lc__strv_free(aliases, n);
+  return r;
+}
+
+static void facts_line(const char *host, const char *line, size_t len, lc_stream stream,
+                       void *payload) {
+  lc_discovery *d = payload;
+  if (stream != LC_STDOUT)
+    return;
+  for (size_t i = 0; i < d->n; i++) {
+    if (strcmp(d->c[i].host, host) == 0) {
+      lc__buf_append(&d->c[i].facts, line, len);
+      lc__buf_puts(&d->c[i].facts, "\n");
+      return;
+    }
+  }
+}
+
+/* Why a host does not pass the filters, or NULL when it does. */
+static char *filtered_out(const candidate *c, const lc_discover_options *o) {
+  const lc_hostinfo *h = c->info;
+  int gpus = c->gpus >= 0 ? c->gpus : (int)h->gpu_count;
+  if (o->min_gpus > 0 && gpus < o->min_gpus)
+    return lc__sprintf("%d GPUs, %d wanted", gpus, o->min_gpus);
+  if (o->min_memory_bytes > 0 && h->memory_bytes < o->min_memory_bytes)
+    return lc__sprintf("%.1f GiB of memory, %.1f GiB wanted", h->memory_bytes / 1073741824.0,
+                       o->min_memory_bytes / 1073741824.0);
+  if (o->min_cores > 0 && h->cores < o->min_cores)
+    return lc__sprintf("%.1f cores, %.1f wanted", h->cores, o->min_cores);
+  for (size_t k = 0; o->executables != NULL && o->executables[k] != NULL; k++)
+    if (!lc_hostinfo_has_executable(h, o->executables[k]))
+      return lc__sprintf("no %s on its PATH", o->executables[k]);
+  return NULL;
+}
+
+int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engine,
+                const lc_discover_options *opts) {
+  lc_discover_options o = LC_DISCOVER_OPTIONS_INIT;
+  lc_group_options go = LC_GROUP_OPTIONS_INIT;
+  lc_discovery *d = NULL;
+  lc_group *g = NULL;
+  lc_group_report *rep = NULL;
+  const char **specs = NULL;
+  lc__buf script = {0};
+  int r;
+
+  *out_group = NULL;
+  *out_report = NULL;
+  if (opts != NULL)
+    o = *opts;
+  go.fanout = o.fanout;
+  if ((d = lc__calloc(1, sizeof(*d))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  if ((r = candidates(d, &o)) < 0 || (r = lc_group_new(&g, engine, &go)) < 0)
+    goto out;
+  if ((specs = lc__calloc(d->n, sizeof(*specs))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t i = 0; i < d->n; i++)
+    specs[i] = d->c[i].host;
+  if ((r = lc_group_connect(&rep, g, specs, d->n, o.runtime)) < 0)
+    goto out;
+  for (size_t i = 0; i < d->n; i++) {
+    d->c[i].latency = lc_group_report_seconds(rep, i);
+    d->c[i].error = lc_group_report_error(rep, i);
+    d->c[i].state = d->c[i].error ? LC_HOST_UNREACHABLE : LC_HOST_READY;
+    if (d->c[i].error)
+      d->c[i].reason = lc__strdup(lc_group_report_message(rep, i));
+  }
+  lc_group_report_free(rep);
+  rep = NULL;
+
+  /* facts of every reachable host, one round trip each, all at once */
+  if (!o.facts && o.min_gpus <= 0 && o.min_memory_bytes == 0 && o.min_cores <= 0 &&
+      (o.executables == NULL || o.executables[0] == NULL)) {
+    r = 0;
+    goto out;
+  }
+  if ((r = lc__hostfacts_command(&script, o.executables)) < 0 ||
+      (r = lc_group_exec(&rep, g, script.data, NULL, facts_line, d)) < 0)
+    goto out;
+  for (size_t i = 0; i < d->n; i++) {
+    candidate *c = &d->c[i];
+    lc__err err = {0};
+    char *why;
+    if (c->state != LC_HOST_READY)
+      continue;
+    if ((c->info = lc__calloc(1, sizeof(*c->info))) == NULL ||
+        lc__hostfacts_parse(c->info, c->facts.data ? c->facts.data : "", c->facts.len,
+                            o.executables, &err) < 0) {
+      c->state = LC_HOST_UNREACHABLE;
+      c->error = err.code ? err.code : -ENOMEM;
+      c->reason = lc__sprintf("%s: cannot read its facts: %s", c->host, err.msg);
+      lc_group_remove(g, c->host);
+      continue;
+    }
+    if (c->gpus >= 0)
+      lc_hostinfo_declare_gpus(c->info, c->gpus);
+    if ((why = filtered_out(c, &o)) != NULL) {
+      c->state = LC_HOST_FILTERED;
+      c->reason = why;
+      lc_group_remove(g, c->host);
+    }
+  }
+  r = 0;
+out:
+  lc_group_report_free(rep);
+  lc__buf_free(&script);
+  free(specs);
+  if (r < 0) {
+    lc_group_free(g);
+    lc_discovery_free(d);
+    return r;
+  }
+  *out_group = g;
+  *out_report = d;
+  return 0;
+}

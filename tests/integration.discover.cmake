@@ -1,0 +1,1 @@
+lc_integration_test(test_discover 300 integration/test_discover.c)
