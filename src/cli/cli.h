@@ -28,6 +28,8 @@ typedef struct cli_command {
 } cli_command;
 
 /* The subcommands, one line each (keep main.c's table in the same order). */
+int cli_exec(int argc, char **argv);
+int cli_hosts(int argc, char **argv);
 int cli_probe(int argc, char **argv);
 
 /* Prints "lazyclusterctl CMD: MESSAGE" and a pointer to --help on stderr; returns CLI_EXIT_USAGE.
@@ -39,6 +41,20 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * lc_error_last(), else lc_strerror(err); returns CLI_EXIT_FAIL.
  */
 int cli_fail(const char *cmd, int err, const char *what);
+
+/* The host-selection options (hostopts.c): -F, --hosts, --inventory, --accept-new-host-keys,
+ * --connect-timeout, --fanout. */
+typedef struct cli_hostopts {
+  lc_runtime_options runtime;
+  lc_discover_options discover; /* .runtime points at runtime above */
+} cli_hostopts;
+
+void cli_hostopts_init(cli_hostopts *h);
+/* Takes argv[*i] (and its value, advancing *i) when it is a host option: 1 taken, 0 not one,
+ * -1 bad value (the message is printed). */
+int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, int *i);
+/* The options' help text. */
+const char *cli_hostopts_help(void);
 
 /* Whether arg is -h or --help. */
 int cli_is_help(const char *arg);

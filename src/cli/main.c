@@ -17,6 +17,8 @@
 #endif
 
 static const cli_command commands[] = {
+    {"exec", cli_exec, "run a command on every host at once, output prefixed with its host"},
+    {"hosts", cli_hosts, "list the hosts: reachable or why not, cores, memory, GPUs"},
     {"probe", cli_probe, "print this machine's facts: OS, CPU cores, memory, GPUs"},
 };
 

@@ -1,0 +1,60 @@
+/*
+ * hostopts.c - the host-selection options every subcommand that works on hosts takes:
+ * -F FILE, --hosts LIST, --inventory FILE, --accept-new-host-keys, --connect-timeout S,
+ * --fanout N.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, int *i) {
+  const char *a = argv[*i];
+  const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+  char *end;
+  if (strcmp(a, "--accept-new-host-keys") == 0) {
+    h->runtime.hostkey_policy = LC_HOSTKEY_ACCEPT_NEW;
+    return 1;
+  }
+  if (strcmp(a, "-F") != 0 && strcmp(a, "--hosts") != 0 && strcmp(a, "--inventory") != 0 &&
+      strcmp(a, "--connect-timeout") != 0 && strcmp(a, "--fanout") != 0)
+    return 0;
+  if (v == NULL)
+    return cli_usage_error(cmd, "%s needs a value", a), -1;
+  (*i)++;
+  if (strcmp(a, "-F") == 0) {
+    h->runtime.ssh_config = v;
+  } else if (strcmp(a, "--hosts") == 0) {
+    h->discover.hosts = v;
+  } else if (strcmp(a, "--inventory") == 0) {
+    h->discover.inventory = v;
+  } else if (strcmp(a, "--connect-timeout") == 0) {
+    double s = strtod(v, &end);
+    if (*end != '\0' || s <= 0 || s > 3600)
+      return cli_usage_error(cmd, "--connect-timeout %s: want seconds, e.g. 5 or 0.5", v), -1;
+    h->runtime.connect_timeout_ms = (int)(s * 1000);
+  } else {
+    long n = strtol(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 100000)
+      return cli_usage_error(cmd, "--fanout %s: want a number of hosts, 1 or more", v), -1;
+    h->discover.fanout = (int)n;
+  }
+  return 1;
+}
+
+void cli_hostopts_init(cli_hostopts *h) {
+  lc_runtime_options_init(&h->runtime);
+  lc_discover_options_init(&h->discover);
+  h->discover.runtime = &h->runtime;
+}
+
+const char *cli_hostopts_help(void) {
+  return "  -F FILE                 ssh config file (default ~/.ssh/config)\n"
+         "  --hosts LIST            hosts to use: alias,user@host:port,... (default: every Host\n"
+         "                          alias of the ssh config)\n"
+         "  --inventory FILE        hosts from a file: one a line, optional gpus=N slots=N\n"
+         "  --accept-new-host-keys  add unknown host keys to known_hosts (changed keys are\n"
+         "                          always refused)\n"
+         "  --connect-timeout S     give up on a host after S seconds (default 10)\n"
+         "  --fanout N              hosts worked on at once (default 64)\n";
+}

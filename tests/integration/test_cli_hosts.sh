@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# test_cli_hosts.sh - `lazyclusterctl hosts` and `exec` against the real test hosts: the table and
+# JSON, prefixed line-atomic output under load, failure summaries and exit codes, bad arguments.
+set -u
+ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
+dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
+cfg=$dir/ssh_config
+passed=0 failed=0
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check() { # NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
+  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
+}
+
+# hosts: a table of 8 ready hosts, and JSON
+"$ctl" hosts -F "$cfg" >"$tmp/hosts" 2>&1; rc=$?
+check "hosts exits 0" [ "$rc" -eq 0 ]
+check "hosts lists 8 ready hosts" [ "$(grep -c ' ready ' "$tmp/hosts")" -eq 8 ]
+"$ctl" hosts -F "$cfg" --hosts lab0,lab1 --json >"$tmp/hosts.json" 2>&1
+check "hosts --json has the two hosts" [ "$(grep -c '"state": "ready"' "$tmp/hosts.json")" -eq 2 ]
+check "hosts --json has cores" grep -q '"cores": ' "$tmp/hosts.json"
+
+# an unreachable host makes hosts exit 1 and says why
+printf 'Host closed\n  HostName %s\n  Port 2\n' "$(awk '$1=="lab0"{print $2}' "$dir/hosts.txt")" >"$tmp/cfg"
+cat "$cfg" >>"$tmp/cfg"
+"$ctl" hosts -F "$tmp/cfg" --hosts lab0,closed >"$tmp/h2" 2>&1; rc=$?
+check "hosts exits 1 with an unreachable host" [ "$rc" -eq 1 ]
+check "hosts says why" grep -q 'closed .*unreachable.*refused' "$tmp/h2"
+
+# exec: every line prefixed with its own host, whole, under load (8 hosts, long lines at once)
+"$ctl" exec -F "$cfg" -- 'c=$(hostname | cut -c4 | tr 0-7 a-h); i=0; while [ $i -lt 300 ]; do
+  head -c 3000 /dev/zero | tr "\0" "$c"; echo; i=$((i+1)); done' >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "exec exits 0" [ "$rc" -eq 0 ]
+check "exec printed 2400 lines" [ "$(wc -l <"$tmp/out")" -eq 2400 ]
+bad=$(awk '{ h = substr($1, 5, 1); c = substr("abcdefgh", h + 1, 1);
+             body = substr($0, length($1) + 2);
+             if ($1 !~ /^\[lab[0-7]\]$/ || length(body) != 3000 || body !~ ("^" c "+$")) n++ }
+           END { print n + 0 }' "$tmp/out")
+check "every line is whole and carries its own host's prefix" [ "$bad" -eq 0 ]
+
+# exec: a failing host is summarised and the exit is 1
+"$ctl" exec -F "$cfg" --hosts lab0,lab1,lab2 -- '[ $(hostname) != lab1 ] || exit 3' >"$tmp/o3" 2>"$tmp/e3"; rc=$?
+check "exec exits 1 when a host failed" [ "$rc" -eq 1 ]
+check "exec names the failed host and status" grep -q "lab1.*status 3" "$tmp/e3"
+check "exec counts the failures" grep -q "1 of 3 hosts failed" "$tmp/e3"
+
+# bad arguments: exit 2 with a message quoting them
+"$ctl" exec -F "$cfg" >"$tmp/o4" 2>&1; rc=$?
+check "exec without a command exits 2" [ "$rc" -eq 2 ]
+"$ctl" exec --fanout zero -- true >"$tmp/o5" 2>&1; rc=$?
+check "a bad --fanout exits 2 and quotes it" [ "$rc" -eq 2 ] && grep -q "zero" "$tmp/o5"
+"$ctl" hosts --inventory /no/such/file >"$tmp/o6" 2>&1; rc=$?
+check "a missing inventory exits 1 and names it" [ "$rc" -eq 1 ] && grep -q "/no/such/file" "$tmp/o6"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
