@@ -14,6 +14,7 @@
 #include "lazycluster/forward.h"
 #include "lazycluster/group.h"
 #include "lazycluster/manager.h"
+#include "lazycluster/cluster.h"
 #include "lazycluster/hostinfo.h"
 #include "lazycluster/inventory.h"
 #include "lazycluster/ports.h"

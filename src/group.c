@@ -19,8 +19,7 @@ struct lc_group {
   char *log_dir;
   lc_runtime **rts;
   size_t n, cap;
-  lc_forward **fwds;
-  size_t nfwd, capfwd;
+  lc__fwdlist fwds;
 };
 
 typedef struct report_entry {
@@ -140,17 +139,17 @@ int lc_group_new(lc_group **out, lc_engine *engine, const lc_group_options *opts
 void lc_group_free(lc_group *g) {
   if (g == NULL)
     return;
-  for (size_t i = 0; i < g->nfwd; i++)
-    lc_forward_free(g->fwds[i]);
+  lc__fwdlist_free(&g->fwds);
   for (size_t i = 0; i < g->n; i++)
     lc_runtime_free(g->rts[i]);
-  free(g->fwds);
   free(g->rts);
   free(g->log_dir);
   free(g);
 }
 
 size_t lc_group_count(const lc_group *g) { return g->n; }
+
+lc_engine *lc__group_engine(const lc_group *g) { return g->engine; }
 
 lc_runtime *lc_group_at(const lc_group *g, size_t i) { return i < g->n ? g->rts[i] : NULL; }
 
@@ -676,57 +675,66 @@ int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, siz
   return task_add(t, STEP_WRITE, remote_path, NULL, data, len, mode);
 }
 
-/* ---- tunnels -------------------------------------------------------------------------------- */
+/* ---- tunnels ------------------------------------------------------------------------------ */
 
-static int keep_forward(lc_group *g, lc_forward *f) {
-  if (g->nfwd == g->capfwd) {
-    size_t cap = g->capfwd ? g->capfwd * 2 : 16;
-    lc_forward **v = lc__realloc(g->fwds, cap * sizeof(*v));
+int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    lc_forward **v = lc__realloc(l->v, cap * sizeof(*v));
     if (v == NULL) {
       lc_forward_free(f);
       return lc__error_set(-ENOMEM, "out of memory");
     }
-    g->fwds = v;
-    g->capfwd = cap;
+    l->v = v;
+    l->cap = cap;
   }
-  g->fwds[g->nfwd++] = f;
+  l->v[l->n++] = f;
   return 0;
 }
 
-/* Remote forwards port -> 127.0.0.1:port here, on every runtime but skip (and local ones). */
-static int expose_here(lc_group *g, int port, const lc_runtime *skip) {
-  for (size_t i = 0; i < g->n; i++) {
-    lc_forward *f = NULL;
-    int r;
-    if (g->rts[i] == skip || g->rts[i]->ops == &lc__local_ops)
-      continue; /* this machine already has the port */
-    if ((r = lc_forward_new(&f, g->rts[i], LC_FORWARD_REMOTE, port, "127.0.0.1", port, NULL)) < 0)
+void lc__fwdlist_free(lc__fwdlist *l) {
+  for (size_t i = 0; i < l->n; i++)
+    lc_forward_free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
+/*
+ * Makes port of owner (NULL: this machine) reachable as localhost:port here (a local forward)
+ * and on every other runtime of g (a remote forward to here). The forwards go into keep.
+ */
+int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep) {
+  lc_forward *f = NULL;
+  int r;
+  if (port < 1 || port > 65535)
+    return lc__error_set(-EINVAL, "expose: bad port %d", port);
+  if (owner != NULL && owner->ops != &lc__local_ops) {
+    if ((r = lc_forward_new(&f, owner, LC_FORWARD_LOCAL, port, "127.0.0.1", port, NULL)) < 0 ||
+        (r = lc__fwdlist_add(keep, f)) < 0)
       return r;
-    if ((r = keep_forward(g, f)) < 0)
+  }
+  for (size_t i = 0; i < g->n; i++) {
+    if (g->rts[i] == owner || g->rts[i]->ops == &lc__local_ops)
+      continue; /* this machine already has the port */
+    if ((r = lc_forward_new(&f, g->rts[i], LC_FORWARD_REMOTE, port, "127.0.0.1", port, NULL)) <
+            0 ||
+        (r = lc__fwdlist_add(keep, f)) < 0)
       return r;
   }
   return 0;
 }
 
 int lc_group_expose_local_port(lc_group *g, int port) {
-  if (g == NULL || port < 1 || port > 65535)
-    return lc__error_set(-EINVAL, "expose: bad port %d", port);
-  return expose_here(g, port, NULL);
+  if (g == NULL)
+    return lc__error_set(-EINVAL, "expose: no group given");
+  return lc__group_expose(g, NULL, port, &g->fwds);
 }
 
 int lc_group_expose_runtime_port(lc_group *g, const char *host, int port) {
   lc_runtime *rt;
-  lc_forward *f = NULL;
-  int r;
-  if (g == NULL || port < 1 || port > 65535)
-    return lc__error_set(-EINVAL, "expose: bad port %d", port);
+  if (g == NULL)
+    return lc__error_set(-EINVAL, "expose: no group given");
   if ((rt = lc_group_find(g, host)) == NULL)
     return lc__error_set(-ENOENT, "expose: no host %s in the group", host ? host : "(null)");
-  if (rt->ops != &lc__local_ops) {
-    if ((r = lc_forward_new(&f, rt, LC_FORWARD_LOCAL, port, "127.0.0.1", port, NULL)) < 0)
-      return r;
-    if ((r = keep_forward(g, f)) < 0)
-      return r;
-  }
-  return expose_here(g, port, rt);
+  return lc__group_expose(g, rt, port, &g->fwds);
 }

@@ -178,6 +178,9 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
   }
   lc_group_report_free(rep);
   rep = NULL;
+  for (size_t i = 0; i < d->n; i++) /* the inventory's word until facts say more */
+    if (d->c[i].state == LC_HOST_READY)
+      lc_runtime_set_resources(lc_group_find(g, d->c[i].host), d->c[i].gpus, d->c[i].slots);
 
   /* facts of every reachable host, one round trip each, all at once */
   if (!o.facts && o.min_gpus <= 0 && o.min_memory_bytes == 0 && o.min_cores <= 0 &&
@@ -205,6 +208,7 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
     }
     if (c->gpus >= 0)
       lc_hostinfo_declare_gpus(c->info, c->gpus);
+    lc_runtime_set_resources(lc_group_find(g, c->host), (int)c->info->gpu_count, c->slots);
     if ((why = filtered_out(c, &o)) != NULL) {
       c->state = LC_HOST_FILTERED;
       c->reason = why;

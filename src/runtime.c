@@ -37,6 +37,7 @@ static int runtime_alloc(lc_runtime **out, lc_engine *engine, const char *name,
     return lc__error_set(-ENOMEM, "out of memory");
   rt->engine = engine;
   rt->ops = ops;
+  rt->gpus = -1;
   if (opts != NULL)
     rt->opts = *opts;
   rt->opts.version = LC_RUNTIME_OPTIONS_VERSION;
@@ -828,3 +829,12 @@ out:
   lc__buf_free(&cmd);
   return r;
 }
+
+void lc_runtime_set_resources(lc_runtime *rt, int gpus, int slots) {
+  rt->gpus = gpus;
+  rt->slots = slots > 0 ? slots : 0;
+}
+
+int lc_runtime_gpus(const lc_runtime *rt) { return rt->gpus; }
+
+int lc_runtime_slots(const lc_runtime *rt) { return rt->slots; }

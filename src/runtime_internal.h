@@ -134,7 +134,9 @@ struct lc_runtime {
   lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
   lc_forward *forwards;     /* live forwards; the backend brings them back after a reconnect */
   void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg); /* async connect */
-  void *on_connected_arg;   /* the call waiting for the connection */
+  void *on_connected_arg;
+  int gpus;                 /* GPUs for placement: -1 unknown (taken as none) */
+  int slots;                /* declared worker slots, 0 when not declared */   /* the call waiting for the connection */
 };
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
@@ -181,6 +183,16 @@ int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int 
 void lc__relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b);
 /* Closes every stream relay of f now. */
 void lc__forward_close_relays(lc_forward *f);
+
+/* group.c: forwards kept together, and the tunnel mesh. */
+typedef struct lc__fwdlist {
+  lc_forward **v;
+  size_t n, cap;
+} lc__fwdlist;
+int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f);
+void lc__fwdlist_free(lc__fwdlist *l);
+int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep);
+lc_engine *lc__group_engine(const lc_group *g);
 
 /* command.c: composing what a host's sh runs. */
 int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,

@@ -171,6 +171,18 @@ LC_EXTERN int lc_runtime_write_file(lc_runtime *rt, const char *remote_path, con
 LC_EXTERN int lc_runtime_workdir(const char **out, lc_runtime *rt);
 
 /**
+ * Declares what the host offers for worker placement: gpus (-1: unknown, taken as none) and
+ * worker slots (0: not declared). Discovery sets both from the facts and the inventory.
+ */
+LC_EXTERN void lc_runtime_set_resources(lc_runtime *rt, int gpus, int slots);
+
+/** GPUs declared or found for placement, -1 when unknown. */
+LC_EXTERN int lc_runtime_gpus(const lc_runtime *rt);
+
+/** Worker slots declared for placement, 0 when not declared. */
+LC_EXTERN int lc_runtime_slots(const lc_runtime *rt);
+
+/**
  * Quotes arg for a POSIX shell ('it'\''s'), for building a command from arguments.
  * Free *out with lc_free. Returns 0 or -ENOMEM.
  */

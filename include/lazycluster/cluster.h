@@ -1,0 +1,193 @@
+/*
+ * lazycluster/cluster.h - a master and its workers across a group, wired with tunnels so that
+ * every process reaches every other on localhost.
+ *
+ * A cluster composes a group, port ranges, a master launcher and a worker launcher. The launchers
+ * are strategy objects (structs of function pointers with a data pointer): they say what to run
+ * and, optionally, how to tell it is ready. The cluster does the rest the same way for every
+ * type: free ports from the ranges, placement (one worker per GPU on hosts with GPUs, else
+ * round-robin or by declared slots), each worker's context (environment and cluster.json),
+ * readiness polled with timeouts (never fixed sleeps), the tunnels, and cleanup. A new cluster
+ * type is two such structs (see examples/custom_cluster.c), or a shared object exporting
+ * lc_cluster_type_v1 (see lc_cluster_type).
+ *
+ * Threads: any thread but the engine's; calls on one cluster must not overlap. Launcher methods
+ * are called on the calling thread and may use the whole public API (they may block).
+ */
+#ifndef LAZYCLUSTER_CLUSTER_H
+#define LAZYCLUSTER_CLUSTER_H
+
+#include "common.h"
+#include "group.h"
+#include "runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lc_cluster lc_cluster;
+
+/** One worker, as its launcher sees it. */
+typedef struct lc_worker_info {
+  int index;           /**< 0 .. count-1, over the cluster's life */
+  int count;           /**< workers in the cluster once this start is done */
+  const char *host;    /**< the runtime it runs on */
+  int port;            /**< its own port, free on every host */
+  int gpu;             /**< the GPU it owns on its host, or -1 */
+  int master_port;
+  const char *workdir; /**< its working directory on its host (holds cluster.json) */
+  int aux_port;        /**< a second port when the launcher asks for one (a Dask nanny), or 0 */
+} lc_worker_info;
+
+#define LC_MASTER_LAUNCHER_VERSION 1
+
+typedef struct lc_master_launcher lc_master_launcher;
+
+/** What to run as the master. */
+struct lc_master_launcher {
+  unsigned int version;
+  void *data;
+  /** Sets *out (freed with lc_free) to the shell command that runs the master on port. */
+  int (*command)(lc_master_launcher *self, lc_cluster *cluster, int port, char **out);
+  /** Optional: blocks until the master is ready; NULL: ready when its port accepts. */
+  int (*wait_ready)(lc_master_launcher *self, lc_cluster *cluster, int port, int timeout_ms);
+};
+
+#define LC_WORKER_LAUNCHER_VERSION 1
+
+typedef struct lc_worker_launcher lc_worker_launcher;
+
+/** What to run as each worker. */
+struct lc_worker_launcher {
+  unsigned int version;
+  void *data;
+  /** Sets *out (lc_free) to the shell command that runs worker w (its context is also in the
+   * environment: LAZYCLUSTER_MASTER_ADDR, _MASTER_PORT, _WORKER_INDEX, _WORKER_COUNT, _HOST,
+   * _WORKDIR, _WORKER_PORT, TF_CONFIG, CUDA_VISIBLE_DEVICES). */
+  int (*command)(lc_worker_launcher *self, lc_cluster *cluster, const lc_worker_info *w,
+                 char **out);
+  /** Optional: after a start of n workers, blocks until the cluster sees them all; NULL: ready
+   * when every worker's port accepts. */
+  int (*wait_ready)(lc_worker_launcher *self, lc_cluster *cluster, int n, int timeout_ms);
+  /** Non-zero: every worker's port is reachable from every host (the worker mesh). */
+  int mesh;
+  /** Non-zero: workers need no port of their own (readiness is then wait_ready's alone). */
+  int portless;
+  /** Non-zero: each worker also gets a second free port, aux_port. */
+  int aux_port;
+};
+
+/** Output of every process of the cluster: tag is "HOST master" or "HOST worker-N". */
+typedef void (*lc_cluster_line_cb)(const char *tag, const char *line, size_t len, lc_stream stream,
+                                   void *payload);
+
+#define LC_CLUSTER_OPTIONS_VERSION 1
+
+/** Options of a cluster. A zero field means the default. */
+typedef struct lc_cluster_options {
+  unsigned int version;
+  /** The runtime that runs the master; NULL: this machine. */
+  const char *master_host;
+  /** The master's port; default 60000; another free one from master_ports when it is taken. */
+  int master_port;
+  /** Non-zero: master_port or nothing (-EADDRINUSE when it is taken). */
+  int master_port_fixed;
+  /** Worker ports; default "60001-60199". */
+  const char *worker_ports;
+  /** Master start limit in ms; default 3000. */
+  int master_timeout_ms;
+  /** Worker start limit in ms (all workers of one start); default 30000. */
+  int worker_timeout_ms;
+  /** Every process's output lines (for --debug); NULL: kept only for error messages. */
+  lc_cluster_line_cb on_line;
+  void *payload;
+  /** Extra "NAME=VALUE" for every process; NULL-terminated. */
+  const char *const *env;
+} lc_cluster_options;
+
+#define LC_CLUSTER_OPTIONS_INIT {.version = LC_CLUSTER_OPTIONS_VERSION}
+
+/** Initialises opts to the defaults. */
+LC_EXTERN void lc_cluster_options_init(lc_cluster_options *opts);
+
+/**
+ * A cluster over group (borrowed: free the cluster first) with the two launchers (borrowed
+ * until the cluster is freed). Starts nothing. Returns 0, -EINVAL (a launcher without command,
+ * bad port ranges: the detail quotes them), -ENOMEM.
+ */
+LC_EXTERN int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master,
+                             lc_worker_launcher *worker, const lc_cluster_options *opts);
+
+/** Starts the master, then n workers. Errors as the two calls below. */
+LC_EXTERN int lc_cluster_start(lc_cluster *c, int n);
+
+/**
+ * Starts the master and waits until it is ready; its port is then reachable as localhost:PORT on
+ * every host. Returns 0, -EADDRINUSE (fixed port taken, naming where), LC_ENOPORTS,
+ * -ETIMEDOUT (not ready in time: the detail has its last stderr lines and exit status).
+ */
+LC_EXTERN int lc_cluster_start_master(lc_cluster *c);
+
+/**
+ * Starts n more workers (the master must be up) and waits until they are ready. A worker that
+ * fails names its host, index, exit status and last stderr lines; everything this call started
+ * is stopped again. Returns 0, LC_EREMOTE (a worker died), -ETIMEDOUT, LC_ENOPORTS.
+ */
+LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
+
+/** The master's port, or 0 before it started. */
+LC_EXTERN int lc_cluster_master_port(const lc_cluster *c);
+
+/** The host the master runs on ("localhost" for this machine). */
+LC_EXTERN const char *lc_cluster_master_host(const lc_cluster *c);
+
+/** The group. Borrowed. */
+LC_EXTERN lc_group *lc_cluster_group(const lc_cluster *c);
+
+/** Number of workers started. */
+LC_EXTERN size_t lc_cluster_worker_count(const lc_cluster *c);
+
+/** The i-th worker, or NULL. Borrowed. */
+LC_EXTERN const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i);
+
+/** What the cluster did, one event a line ("lab1 worker-3 ready on port 60004"). Borrowed. */
+LC_EXTERN const char *lc_cluster_log(const lc_cluster *c);
+
+/**
+ * Stops the workers, then the master (their process groups end), closes the cluster's tunnels
+ * and releases its ports. The group stays. NULL is fine.
+ */
+LC_EXTERN void lc_cluster_free(lc_cluster *c);
+
+/* ---- cluster types -------------------------------------------------------------------------- */
+
+#define LC_CLUSTER_TYPE_VERSION 1
+
+/**
+ * A named cluster type: what lazyclusterctl start --type NAME builds. A shared object provides
+ * one by exporting `int lc_cluster_type_v1(lc_cluster_type *out)` filling this struct.
+ */
+typedef struct lc_cluster_type {
+  unsigned int version;
+  const char *name;
+  /** Makes the launchers; args are the type's options ("KEY=VALUE", NULL-terminated). */
+  int (*make)(lc_master_launcher **master, lc_worker_launcher **worker,
+              const char *const *args);
+  /** Frees what make made. */
+  void (*release)(lc_master_launcher *master, lc_worker_launcher *worker);
+} lc_cluster_type;
+
+/** The built-in type of that name ("command", "dask"), or NULL. Static storage. */
+LC_EXTERN const lc_cluster_type *lc_cluster_type_find(const char *name);
+
+/**
+ * Loads a type from a shared object (dlopen, then its lc_cluster_type_v1). The library stays
+ * loaded for the life of the process. Returns 0, -ENOENT, LC_ECONFIG (no entry point, or a
+ * version this library does not know: the detail says which).
+ */
+LC_EXTERN int lc_cluster_type_load(lc_cluster_type *out, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LAZYCLUSTER_CLUSTER_H */
