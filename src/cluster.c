@@ -248,6 +248,7 @@ const char *lc_cluster_master_host(const lc_cluster *c) {
   return c->master_rt ? lc_runtime_name(c->master_rt) : NULL;
 }
 lc_group *lc_cluster_group(const lc_cluster *c) { return c->group; }
+lc_runtime *lc__cluster_master_runtime(const lc_cluster *c) { return c->master_rt; }
 size_t lc_cluster_worker_count(const lc_cluster *c) { return c->nworkers; }
 const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i) {
   return i < c->nworkers ? &c->workers[i].info : NULL;
@@ -706,4 +707,29 @@ int lc_cluster_start(lc_cluster *c, int n) {
   if (c->master_proc == NULL && (r = lc_cluster_start_master(c)) < 0)
     return r;
   return n > 0 ? lc_cluster_start_workers(c, n) : 0;
+}
+
+int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
+  uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  char msg[4096];
+  for (;;) {
+    lc_process *some = c->master_proc;
+    if (c->master_proc != NULL && lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
+      describe(c, c->master_tag, c->master_proc, msg, sizeof(msg));
+      return lc__error_set(LC_EREMOTE, "%s ended: %s", c->master_tag->tag, msg);
+    }
+    for (size_t i = 0; i < c->nworkers; i++) {
+      cworker *w = &c->workers[i];
+      if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+        describe(c, w->tag, w->proc, msg, sizeof(msg));
+        return lc__error_set(LC_EREMOTE, "%s ended: %s", w->tag->tag, msg);
+      }
+      some = some ? some : w->proc;
+    }
+    if (some == NULL)
+      return lc__error_set(-EINVAL, "cluster: nothing runs");
+    if (timeout_ms >= 0 && lc__now_ms() >= deadline)
+      return -ETIMEDOUT;
+    lc_process_wait(NULL, some, POLL_MS * 4);
+  }
 }

@@ -40,6 +40,9 @@ static const char lifeline_sh[] =
     "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done;"
     " end ) >/dev/null 2>&1 &\n"
     "r=$!; w=\n"
+    /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
+    "quit() { kill $r $w 2>/dev/null; end; [ -n \"$f\" ] && rm -f \"$f\"; exit \"$1\"; }\n"
+    "trap 'quit 129' HUP; trap 'quit 130' INT; trap 'quit 143' TERM\n"
     "if [ \"$hb\" -gt 0 ] && [ -n \"$f\" ]; then\n"
     "  ( while sleep 1; do echo >>\"$f\"; n=0; while read -r x; do n=$((n+1)); done <\"$f\";"
     " [ \"$n\" -gt \"$hb\" ] && break; done; end ) 3<&- >/dev/null 2>&1 &\n"

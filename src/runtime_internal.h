@@ -193,6 +193,7 @@ int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f);
 void lc__fwdlist_free(lc__fwdlist *l);
 int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep);
 lc_engine *lc__group_engine(const lc_group *g);
+lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
 /* command.c: composing what a host's sh runs. */
 int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,

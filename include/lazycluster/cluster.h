@@ -135,6 +135,13 @@ LC_EXTERN int lc_cluster_start_master(lc_cluster *c);
  */
 LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
 
+/**
+ * Waits up to timeout_ms (negative: forever) for a process of the cluster to end.
+ * Returns -ETIMEDOUT while all run, or LC_EREMOTE naming the first that ended ("lab3 worker-2
+ * exited with status 1", with its last stderr lines).
+ */
+LC_EXTERN int lc_cluster_wait(lc_cluster *c, int timeout_ms);
+
 /** The master's port, or 0 before it started. */
 LC_EXTERN int lc_cluster_master_port(const lc_cluster *c);
 

@@ -157,6 +157,8 @@ static void local_proc_start(lc_process *p) {
   po.stdio = stdio;
   po.stdio_count = 3;
   po.exit_cb = on_exit_cb;
+  /* its own session: a Ctrl-C meant for this program reaches it through its lifeline only */
+  po.flags = UV_PROCESS_DETACHED;
   if ((r = uv_spawn(loop, &lp->proc, &po)) < 0) {
     lp->p = NULL;
     close_handle((uv_handle_t *)&lp->in);

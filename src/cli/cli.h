@@ -30,6 +30,11 @@ typedef struct cli_command {
 /* The subcommands, one line each (keep main.c's table in the same order). */
 int cli_exec(int argc, char **argv);
 int cli_hosts(int argc, char **argv);
+int cli_serve(int argc, char **argv);
+int cli_start(int argc, char **argv);
+
+/* malloc'd printf, or NULL. */
+char *lc__cli_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_probe(int argc, char **argv);
 
 /* Prints "lazyclusterctl CMD: MESSAGE" and a pointer to --help on stderr; returns CLI_EXIT_USAGE.

@@ -5,6 +5,8 @@
  */
 #include "cli.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,4 +59,19 @@ const char *cli_hostopts_help(void) {
          "                          always refused)\n"
          "  --connect-timeout S     give up on a host after S seconds (default 10)\n"
          "  --fanout N              hosts worked on at once (default 64)\n";
+}
+
+char *lc__cli_sprintf(const char *fmt, ...) {
+  va_list ap;
+  char *s = NULL;
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(NULL, 0, fmt, ap);
+  va_end(ap);
+  if (n < 0 || (s = malloc((size_t)n + 1)) == NULL)
+    return NULL;
+  va_start(ap, fmt);
+  vsnprintf(s, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  return s;
 }

@@ -1,0 +1,160 @@
+/*
+ * command.c - the `command` cluster type: the master and each worker run a command template.
+ * Placeholders {master_port} {worker_port} {aux_port} {worker_index} {worker_count} {gpu} {host}
+ * {workdir} are replaced by their values, shell-quoted; {{ and }} are literal braces; any other
+ * {name} is an error that quotes it.
+ */
+#include "launchers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct command_type {
+  lc_master_launcher master;
+  lc_worker_launcher worker;
+  char *master_cmd;
+  char *worker_cmd;
+} command_type;
+
+int lc__template_expand(char **out, const char *tmpl, int master_port, const lc_worker_info *w,
+                        const char *master_host) {
+  lc__buf b = {0};
+  const char *p = tmpl;
+  int r = 0;
+
+  *out = NULL;
+  while (*p != '\0' && r == 0) {
+    const char *open = strpbrk(p, "{}");
+    char num[32];
+    const char *val = NULL;
+    size_t len;
+    if (open == NULL) {
+      r = lc__buf_puts(&b, p);
+      break;
+    }
+    lc__buf_append(&b, p, (size_t)(open - p));
+    if (open[0] == open[1]) { /* {{ or }} */
+      lc__buf_append(&b, open, 1);
+      p = open + 2;
+      continue;
+    }
+    if (*open == '}') {
+      r = lc__error_set(-EINVAL, "template \"%s\": a lone } (write }} for a brace)", tmpl);
+      break;
+    }
+    len = strcspn(open + 1, "}");
+    if (open[1 + len] != '}') {
+      r = lc__error_set(-EINVAL, "template \"%s\": { without } (write {{ for a brace)", tmpl);
+      break;
+    }
+#define IS(name) (len == sizeof(name) - 1 && strncmp(open + 1, name, len) == 0)
+    if (IS("master_port"))
+      snprintf(num, sizeof(num), "%d", master_port), val = num;
+    else if (w != NULL && IS("worker_port"))
+      snprintf(num, sizeof(num), "%d", w->port), val = num;
+    else if (w != NULL && IS("aux_port"))
+      snprintf(num, sizeof(num), "%d", w->aux_port), val = num;
+    else if (w != NULL && IS("worker_index"))
+      snprintf(num, sizeof(num), "%d", w->index), val = num;
+    else if (w != NULL && IS("worker_count"))
+      snprintf(num, sizeof(num), "%d", w->count), val = num;
+    else if (w != NULL && IS("gpu"))
+      snprintf(num, sizeof(num), "%d", w->gpu), val = num;
+    else if (IS("host"))
+      val = w != NULL ? w->host : master_host;
+    else if (w != NULL && IS("workdir"))
+      val = w->workdir;
+#undef IS
+    if (val == NULL) {
+      r = lc__error_set(-EINVAL, "template \"%s\": unknown placeholder {%.*s}%s", tmpl, (int)len,
+                        open + 1, w == NULL ? " (a master knows {master_port} and {host})" : "");
+      break;
+    }
+    r = lc__buf_shell_quote(&b, val);
+    p = open + len + 2;
+  }
+  if (r < 0) {
+    lc__buf_free(&b);
+    return r;
+  }
+  if (b.data == NULL && lc__buf_puts(&b, "") < 0)
+    return lc__error_set(-ENOMEM, "out of memory");
+  *out = b.data;
+  return 0;
+}
+
+static int master_command(lc_master_launcher *self, lc_cluster *c, int port, char **out) {
+  command_type *t = self->data;
+  return lc__template_expand(out, t->master_cmd, port, NULL, lc_cluster_master_host(c));
+}
+
+static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_worker_info *w,
+                          char **out) {
+  command_type *t = self->data;
+  (void)c;
+  return lc__template_expand(out, t->worker_cmd, w->master_port, w, NULL);
+}
+
+static const char *arg(const char *const *args, const char *key) {
+  size_t n = strlen(key);
+  for (; args != NULL && *args != NULL; args++)
+    if (strncmp(*args, key, n) == 0 && (*args)[n] == '=')
+      return *args + n + 1;
+  return NULL;
+}
+
+static int command_make(lc_master_launcher **master, lc_worker_launcher **worker,
+                        const char *const *args) {
+  command_type *t;
+  const char *m = arg(args, "master"), *w = arg(args, "worker");
+  char *check = NULL;
+  lc_worker_info probe = {.host = "h", .workdir = "/w"};
+  int r;
+  *master = NULL;
+  *worker = NULL;
+  if (m == NULL || w == NULL)
+    return lc__error_set(-EINVAL, "the command type needs a master and a worker command "
+                                  "(--master-cmd and --worker-cmd)");
+  /* a bad template fails now, not on the first host */
+  if ((r = lc__template_expand(&check, m, 1, NULL, "h")) < 0)
+    return r;
+  lc_free(check);
+  if ((r = lc__template_expand(&check, w, 1, &probe, NULL)) < 0)
+    return r;
+  lc_free(check);
+  if ((t = lc__calloc(1, sizeof(*t))) == NULL || (t->master_cmd = lc__strdup(m)) == NULL ||
+      (t->worker_cmd = lc__strdup(w)) == NULL) {
+    if (t != NULL)
+      free(t->master_cmd);
+    free(t);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  t->master.version = LC_MASTER_LAUNCHER_VERSION;
+  t->master.data = t;
+  t->master.command = master_command;
+  t->worker.version = LC_WORKER_LAUNCHER_VERSION;
+  t->worker.data = t;
+  t->worker.command = worker_command;
+  t->worker.mesh = arg(args, "mesh") != NULL && strcmp(arg(args, "mesh"), "0") != 0;
+  *master = &t->master;
+  *worker = &t->worker;
+  return 0;
+}
+
+static void command_release(lc_master_launcher *master, lc_worker_launcher *worker) {
+  command_type *t = master ? master->data : worker ? worker->data : NULL;
+  if (t == NULL)
+    return;
+  free(t->master_cmd);
+  free(t->worker_cmd);
+  free(t);
+}
+
+const lc_cluster_type lc__command_type = {
+    .version = LC_CLUSTER_TYPE_VERSION,
+    .name = "command",
+    .make = command_make,
+    .release = command_release,
+};

@@ -1,0 +1,119 @@
+/*
+ * dask.c - the `dask` cluster type: a real Dask scheduler (dask-scheduler) as the master and Dask
+ * workers (dask-worker, each with its nanny port from the ranges), all on 127.0.0.1 and meeting
+ * through the tunnels (the worker mesh lets workers fetch data from each other). Ready when the
+ * scheduler reports every worker. Options: scheduler_args=..., worker_args=..., nthreads=N.
+ */
+#include "launchers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dask_type {
+  lc_master_launcher master;
+  lc_worker_launcher worker;
+  char *scheduler_args;
+  char *worker_args;
+  int nthreads;
+} dask_type;
+
+static int master_command(lc_master_launcher *self, lc_cluster *c, int port, char **out) {
+  dask_type *t = self->data;
+  (void)c;
+  *out = lc__sprintf("exec dask-scheduler --host 127.0.0.1 --port %d --no-dashboard %s", port,
+                     t->scheduler_args ? t->scheduler_args : "");
+  return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
+}
+
+static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_worker_info *w,
+                          char **out) {
+  dask_type *t = self->data;
+  (void)c;
+  *out = lc__sprintf("exec dask-worker tcp://127.0.0.1:%d --host 127.0.0.1 --worker-port %d "
+                     "--nanny-port %d --no-dashboard --nthreads %d --memory-limit 0 "
+                     "--name worker-%d %s",
+                     w->master_port, w->port, w->aux_port, t->nthreads, w->index,
+                     t->worker_args ? t->worker_args : "");
+  return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
+}
+
+/* Ready when the scheduler, asked through a real Dask client, reports every worker. */
+static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeout_ms) {
+  lc_runtime *rt = lc__cluster_master_runtime(c);
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res = {0};
+  char cmd[1024];
+  int r;
+  (void)self;
+  (void)n;
+  snprintf(cmd, sizeof(cmd),
+           "exec python3 -c 'import sys, distributed\n"
+           "c = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=%d)\n"
+           "c.wait_for_workers(%zu, timeout=%d)\n"
+           "print(len(c.scheduler_info()[\"workers\"]))'",
+           lc_cluster_master_port(c), timeout_ms / 1000 + 1, lc_cluster_worker_count(c),
+           timeout_ms / 1000 + 1);
+  eo.timeout_ms = timeout_ms + 10000;
+  if ((r = lc_runtime_exec(&res, rt, cmd, &eo)) < 0)
+    return r;
+  if (res.exit_status != 0)
+    return lc__error_set(-ETIMEDOUT, "the Dask scheduler did not report %zu workers within "
+                                     "%.1f s",
+                         lc_cluster_worker_count(c), timeout_ms / 1000.0);
+  return 0;
+}
+
+static const char *arg(const char *const *args, const char *key) {
+  size_t n = strlen(key);
+  for (; args != NULL && *args != NULL; args++)
+    if (strncmp(*args, key, n) == 0 && (*args)[n] == '=')
+      return *args + n + 1;
+  return NULL;
+}
+
+static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
+                     const char *const *args) {
+  dask_type *t = lc__calloc(1, sizeof(*t));
+  const char *nt = arg(args, "nthreads");
+  *master = NULL;
+  *worker = NULL;
+  if (t == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  t->nthreads = nt ? atoi(nt) : 1;
+  if (t->nthreads < 1) {
+    free(t);
+    return lc__error_set(-EINVAL, "dask: nthreads=%s: want a number, 1 or more", nt);
+  }
+  t->scheduler_args = lc__strdup(arg(args, "scheduler_args"));
+  t->worker_args = lc__strdup(arg(args, "worker_args"));
+  t->master.version = LC_MASTER_LAUNCHER_VERSION;
+  t->master.data = t;
+  t->master.command = master_command;
+  t->worker.version = LC_WORKER_LAUNCHER_VERSION;
+  t->worker.data = t;
+  t->worker.command = worker_command;
+  t->worker.wait_ready = wait_ready;
+  t->worker.mesh = 1;
+  t->worker.aux_port = 1;
+  *master = &t->master;
+  *worker = &t->worker;
+  return 0;
+}
+
+static void dask_release(lc_master_launcher *master, lc_worker_launcher *worker) {
+  dask_type *t = master ? master->data : worker ? worker->data : NULL;
+  if (t == NULL)
+    return;
+  free(t->scheduler_args);
+  free(t->worker_args);
+  free(t);
+}
+
+const lc_cluster_type lc__dask_type = {
+    .version = LC_CLUSTER_TYPE_VERSION,
+    .name = "dask",
+    .make = dask_make,
+    .release = dask_release,
+};
