@@ -29,6 +29,7 @@ typedef struct cli_command {
 
 /* The subcommands, one line each (keep main.c's table in the same order). */
 int cli_exec(int argc, char **argv);
+int cli_forward(int argc, char **argv);
 int cli_hosts(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_start(int argc, char **argv);

@@ -18,6 +18,7 @@
 
 static const cli_command commands[] = {
     {"exec", cli_exec, "run a command on every host at once, output prefixed with its host"},
+    {"forward", cli_forward, "hold -L and -R port forwards through a host until Ctrl-C"},
     {"hosts", cli_hosts, "list the hosts: reachable or why not, cores, memory, GPUs"},
     {"probe", cli_probe, "print this machine's facts: OS, CPU cores, memory, GPUs"},
     {"serve", cli_serve, "answer connections on 127.0.0.1:PORT (the default command cluster)"},
