@@ -14,11 +14,12 @@
  * "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group, $2 tenths of a second of
  * grace, then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. Processes that
  * left the group (setsid, double fork) are found by the LC_LIFELINE variable they inherited and
- * ended with it, also when the command exits by itself. The wrapper exits as the command did; a
+ * ended with it, also when the command exits by itself. After that, $4 (when not empty) runs:
+ * cleanup that must happen however the command ended. The wrapper exits as the command did; a
  * command ended by a signal is reported as that signal.
  */
 static const char lifeline_sh[] =
-    "hb=$1; g=$2; c=$3\n"
+    "hb=$1; g=$2; c=$3; x=$4\n"
     "exec 3<&0 </dev/null\n"
     "f=${TMPDIR:-/tmp}/.lc-hb.$$\n"
     ": >\"$f\" 2>/dev/null || f=\n"
@@ -35,6 +36,7 @@ static const char lifeline_sh[] =
     "  i=0\n"
     "  while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\" 2>/dev/null; do sleep 0.1; i=$((i+1)); done\n"
     "  kill -KILL -\"$p\" 2>/dev/null; sweep KILL\n"
+    "  [ -z \"$x\" ] || eval \"$x\" >/dev/null 2>&1\n"
     "  return 0\n"
     "}\n"
     "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done;"
@@ -80,7 +82,7 @@ static int append_path(lc__buf *b, const char *path) {
 }
 
 int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,
-                        int heartbeat_s, int grace_ms, lc__err *err) {
+                        int heartbeat_s, int grace_ms, const char *cleanup, lc__err *err) {
   lc__buf inner = {0};
   int r = 0;
 
@@ -108,7 +110,9 @@ int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options
     if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
         (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
         (r = lc__buf_printf(out, " lc-lifeline %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
-        (r = lc__buf_shell_quote(out, inner.data)) < 0)
+        (r = lc__buf_shell_quote(out, inner.data)) < 0 ||
+        (cleanup != NULL && ((r = lc__buf_puts(out, " ")) < 0 ||
+                             (r = lc__buf_shell_quote(out, cleanup)) < 0)))
       goto out;
   } else if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
              (r = lc__buf_shell_quote(out, inner.data)) < 0) {
@@ -150,18 +154,30 @@ int lc__command_get_file(lc__buf *out, const char *path) {
                              "exec cat \"$f\"\n");
 }
 
-int lc__command_workdir(lc__buf *out, const char *root, const char *name) {
-  int r;
+/* The parent of working directories, as sh text. */
+static int append_root(lc__buf *out, const char *root) {
   if (root == NULL || root[0] == '\0')
-    r = lc__buf_printf(out, "r=\"${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster\"\n");
-  else if ((r = lc__buf_puts(out, "r=")) >= 0 && (r = append_path(out, root)) >= 0)
-    r = lc__buf_puts(out, "\n");
-  if (r < 0)
+    return lc__buf_puts(out, "\"${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster\"");
+  return append_path(out, root);
+}
+
+int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
+                        int keep) {
+  int r;
+  if ((r = lc__buf_puts(out, "r=")) < 0 || (r = append_root(out, root)) < 0 ||
+      (r = lc__buf_puts(out, "\nmkdir -p \"$r\" && mkdir \"$r\"/")) < 0 ||
+      (r = lc__buf_shell_quote(out, name)) < 0 ||
+      (r = lc__buf_puts(out, " && printf '%s\\n' \"$r\"/")) < 0 ||
+      (r = lc__buf_shell_quote(out, name)) < 0 || (r = lc__buf_puts(out, " || exit 1\n")) < 0)
     return r;
-  if ((r = lc__buf_printf(out, "mkdir -p \"$r\" && d=$(mktemp -d \"$r\"/")) < 0 ||
-      (r = lc__buf_shell_quote(out, name)) < 0)
+  if (keep)
+    return 0;
+  /* the keeper stays; its lifeline removes the directory however it ends */
+  if ((r = lc__buf_puts(out, "while :; do sleep 3600 & wait $!; done\n")) < 0 ||
+      (r = lc__buf_puts(cleanup, "rm -rf -- ")) < 0 || (r = append_root(cleanup, root)) < 0 ||
+      (r = lc__buf_puts(cleanup, "/")) < 0)
     return r;
-  return lc__buf_printf(out, "'.XXXXXX') && printf '%%s\\n' \"$d\"\n");
+  return lc__buf_shell_quote(cleanup, name);
 }
 
 int lc__signal_from_name(const char *name) {

@@ -218,6 +218,8 @@ int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *hos
 void lc__runtime_discard(lc_runtime *rt) {
   if (rt == NULL)
     return;
+  lc_process_free(rt->workdir_keeper);
+  free(rt->workdir_keeper_arg);
   runtime_close(rt);
   lc_runtime_free(rt->jump);
   runtime_release(rt);
@@ -267,6 +269,8 @@ void lc_runtime_free(lc_runtime *rt) {
       lc_runtime_exec(&res, rt, cmd.data, &eo);
     lc__buf_free(&cmd);
   }
+  lc_process_free(rt->workdir_keeper);
+  free(rt->workdir_keeper_arg);
   runtime_close(rt);
   lc_runtime_free(rt->jump);
   runtime_release(rt);
@@ -497,7 +501,7 @@ static void free_fn(lc__call *c) {
 }
 
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
-                 const lc_exec_options *opts, int lifeline) {
+                 const lc_exec_options *opts, int lifeline, const char *cleanup) {
   lc_process *p = NULL;
   lc__buf cmd = {0};
   lc__err err = {0};
@@ -508,7 +512,7 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
     return lc__error_set(-EINVAL, "exec: no runtime or no command given");
   if ((r = lc__command_compose(&cmd, command, opts,
                                lifeline ? (rt->opts.heartbeat_timeout_ms + 999) / 1000 : -1,
-                               rt->opts.kill_grace_ms, &err)) < 0) {
+                               rt->opts.kill_grace_ms, cleanup, &err)) < 0) {
     lc__buf_free(&cmd);
     return lc__err_raise(&err);
   }
@@ -549,7 +553,7 @@ static int proc_start(lc_process *p) {
 int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
                      const lc_exec_options *opts) {
   int r;
-  if ((r = lc__proc_new(out, rt, command, opts, 1)) < 0)
+  if ((r = lc__proc_new(out, rt, command, opts, 1, NULL)) < 0)
     return r;
   if ((r = proc_start(*out)) < 0)
     *out = NULL;
@@ -647,7 +651,7 @@ int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const cha
   } else {
     r = lc__command_get_file(&script, remote);
   }
-  if (r < 0 || (r = lc__proc_new(&p, rt, script.data, NULL, 0)) < 0) {
+  if (r < 0 || (r = lc__proc_new(&p, rt, script.data, NULL, 0, NULL)) < 0) {
     r = lc__err_set(err, r, "%s", r == -ENOMEM ? "out of memory" : lc_error_last());
     goto out;
   }
@@ -786,21 +790,30 @@ int lc_runtime_get_file(lc_runtime *rt, const char *remote_path, const char *loc
 
 typedef struct {
   char path[4096];
+  int done;
 } workdir_out;
 
 static void workdir_line(const char *line, size_t len, lc_stream stream, void *payload) {
   workdir_out *w = payload;
-  if (stream == LC_STDOUT && line[0] == '/' && len < sizeof(w->path))
+  if (stream == LC_STDOUT && line[0] == '/' && len < sizeof(w->path) && !w->done) {
     memcpy(w->path, line, len + 1);
+    __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+  }
 }
 
+/*
+ * Made on first use by one process that prints the path and then stays as its keeper: when the
+ * runtime's lifelines end (free, lost connection, SIGKILL of this program), the keeper removes
+ * the directory. With keep_workdir, the process only makes it.
+ */
 int lc_runtime_workdir(const char **out, lc_runtime *rt) {
-  lc__buf cmd = {0};
-  workdir_out w = {{0}};
-  lc_exec_options eo = {.version = LC_EXEC_OPTIONS_VERSION, .on_line = workdir_line,
-                        .payload = &w, .timeout_ms = 30000};
-  lc_exec_result res;
+  static unsigned int made;
+  lc__buf cmd = {0}, cleanup = {0};
+  workdir_out *w = NULL;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_process *p = NULL;
   char host[256] = "host", name[320];
+  uint64_t deadline = lc__now_ms() + 30000;
   int r = 0;
 
   *out = NULL;
@@ -808,25 +821,53 @@ int lc_runtime_workdir(const char **out, lc_runtime *rt) {
   if (rt->workdir != NULL)
     goto out;
   gethostname(host, sizeof(host) - 1);
-  snprintf(name, sizeof(name), "%s-%ld", host, (long)getpid());
-  if ((r = lc__command_workdir(&cmd, rt->workdir_root, name)) < 0) {
-    r = lc__error_set(r, "out of memory");
+  snprintf(name, sizeof(name), "%s-%ld.%u.%llx", host, (long)getpid(),
+           __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED), (unsigned long long)lc__now_ms());
+  if ((w = lc__calloc(1, sizeof(*w))) == NULL ||
+      (r = lc__command_workdir(&cmd, &cleanup, rt->workdir_root, name, rt->opts.keep_workdir)) <
+          0) {
+    r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
-  if ((r = lc_runtime_exec(&res, rt, cmd.data, &eo)) < 0)
+  eo.on_line = workdir_line;
+  eo.payload = w;
+  if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, cleanup.data)) < 0)
     goto out;
-  if (res.exit_status != 0 || w.path[0] == '\0') {
+  if ((r = proc_start(p)) < 0) {
+    p = NULL;
+    goto out;
+  }
+  while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && lc__now_ms() < deadline &&
+         lc_process_wait(NULL, p, 20) == -ETIMEDOUT)
+    ;
+  if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
     r = lc__error_set(LC_EREMOTE, "%s: cannot create a working directory under %s", rt->name,
                       rt->workdir_root ? rt->workdir_root : "~/.cache/lazycluster");
     goto out;
   }
-  if ((rt->workdir = lc__strdup(w.path)) == NULL)
+  if ((rt->workdir = lc__strdup(w->path)) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  if (!rt->opts.keep_workdir) {
+    rt->workdir_keeper = p;
+    p = NULL;
+  }
 out:
+  if (p != NULL) {
+    lc_process_wait(NULL, p, 5000);
+    lc_process_free(p);
+  }
+  /* the keeper's line callback holds w: it goes with the keeper */
+  if (w != NULL && rt->workdir_keeper != NULL && rt->workdir_keeper_arg == NULL)
+    rt->workdir_keeper_arg = w;
+  else
+    free(w);
   if (r == 0)
     *out = rt->workdir;
   pthread_mutex_unlock(&rt->workdir_mu);
   lc__buf_free(&cmd);
+  lc__buf_free(&cleanup);
   return r;
 }
 

@@ -129,6 +129,8 @@ struct lc_runtime {
   uv_timer_t heartbeat;
   int heartbeat_started;
   char *workdir;
+  lc_process *workdir_keeper; /* removes the directory when this runtime's lifelines end */
+  void *workdir_keeper_arg;
   pthread_mutex_t workdir_mu;
   lc__call *call;           /* the call waiting for connect or close */
   lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
@@ -141,7 +143,7 @@ struct lc_runtime {
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
-                 const lc_exec_options *opts, int lifeline);
+                 const lc_exec_options *opts, int lifeline, const char *cleanup);
 int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
                  const char *remote, const void *data, size_t len, unsigned int mode,
                  lc__err *err);
@@ -196,11 +198,15 @@ lc_engine *lc__group_engine(const lc_group *g);
 lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
 /* command.c: composing what a host's sh runs. */
+/* heartbeat_s < 0: no lifeline; cleanup (NULL for none) runs after a lifeline ends its group. */
 int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,
-                        int heartbeat_s, int grace_ms, lc__err *err);
+                        int heartbeat_s, int grace_ms, const char *cleanup, lc__err *err);
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
 int lc__command_get_file(lc__buf *out, const char *path);
-int lc__command_workdir(lc__buf *out, const char *root, const char *name);
+/* Makes working directory NAME under root and prints its path; unless keep, it then stays (the
+ * keeper) and cleanup gets the text its lifeline runs to remove the directory. */
+int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
+                        int keep);
 int lc__signal_from_name(const char *name);
 
 /* backends */

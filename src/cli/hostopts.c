@@ -19,7 +19,8 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
     return 1;
   }
   if (strcmp(a, "-F") != 0 && strcmp(a, "--hosts") != 0 && strcmp(a, "--inventory") != 0 &&
-      strcmp(a, "--connect-timeout") != 0 && strcmp(a, "--fanout") != 0)
+      strcmp(a, "--connect-timeout") != 0 && strcmp(a, "--fanout") != 0 &&
+      strcmp(a, "--heartbeat") != 0)
     return 0;
   if (v == NULL)
     return cli_usage_error(cmd, "%s needs a value", a), -1;
@@ -30,11 +31,14 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
     h->discover.hosts = v;
   } else if (strcmp(a, "--inventory") == 0) {
     h->discover.inventory = v;
-  } else if (strcmp(a, "--connect-timeout") == 0) {
+  } else if (strcmp(a, "--connect-timeout") == 0 || strcmp(a, "--heartbeat") == 0) {
     double s = strtod(v, &end);
     if (*end != '\0' || s <= 0 || s > 3600)
-      return cli_usage_error(cmd, "--connect-timeout %s: want seconds, e.g. 5 or 0.5", v), -1;
-    h->runtime.connect_timeout_ms = (int)(s * 1000);
+      return cli_usage_error(cmd, "%s %s: want seconds, e.g. 5 or 0.5", a, v), -1;
+    if (a[2] == 'c')
+      h->runtime.connect_timeout_ms = (int)(s * 1000);
+    else
+      h->runtime.heartbeat_timeout_ms = (int)(s * 1000);
   } else {
     long n = strtol(v, &end, 10);
     if (*end != '\0' || n < 1 || n > 100000)
@@ -58,7 +62,9 @@ const char *cli_hostopts_help(void) {
          "  --accept-new-host-keys  add unknown host keys to known_hosts (changed keys are\n"
          "                          always refused)\n"
          "  --connect-timeout S     give up on a host after S seconds (default 10)\n"
-         "  --fanout N              hosts worked on at once (default 64)\n";
+         "  --fanout N              hosts worked on at once (default 64)\n"
+         "  --heartbeat S           remote processes end S seconds after this program is gone\n"
+         "                          (killed, or the network lost; default 15)\n";
 }
 
 char *lc__cli_sprintf(const char *fmt, ...) {

@@ -110,20 +110,20 @@ static void test_compose(void) {
   o.env = env;
   o.cwd = "/";
   LC_REQUIRE_OK(lc__command_compose(&out, "printf '%s|%s|%s|' \"$A\" \"$B\" \"$C\"; pwd", &o, -1,
-                                    0, &err));
+                                    0, NULL, &err));
   LC_CHECK_STR(sh_out(out.data), "x y|it's $HOME||/\n");
   lc__buf_free(&out);
   {
     const char *bad[] = {"NOEQUALS", NULL};
     o.env = bad;
-    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, &err) == -EINVAL);
+    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, NULL, &err) == -EINVAL);
     LC_CHECK_CONTAINS(err.msg, "NOEQUALS");
     lc__buf_free(&out);
   }
   {
     const char *bad[] = {"A-B=1", NULL};
     o.env = bad;
-    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, &err) == -EINVAL);
+    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, NULL, &err) == -EINVAL);
     LC_CHECK_CONTAINS(err.msg, "A-B=1");
     lc__buf_free(&out);
   }
@@ -133,7 +133,7 @@ static void test_compose(void) {
 static void test_lifeline_ends_on_eof(void) {
   lc__buf out = {0};
   lc__err err = {0};
-  LC_REQUIRE_OK(lc__command_compose(&out, "sleep 5; echo not-reached", NULL, 0, 100, &err));
+  LC_REQUIRE_OK(lc__command_compose(&out, "sleep 5; echo not-reached", NULL, 0, 100, NULL, &err));
   lc__buf_puts(&out, " </dev/null");
   LC_CHECK_STR(sh_out(out.data), "");
   lc__buf_free(&out);
@@ -149,8 +149,14 @@ static void test_transfer_scripts(void) {
   LC_REQUIRE_OK(lc__command_get_file(&b, "/etc/hostname"));
   LC_CHECK_CONTAINS(b.data, "f='/etc/hostname'");
   lc__buf_free(&b);
-  LC_REQUIRE_OK(lc__command_workdir(&b, NULL, "h-1"));
-  LC_CHECK_CONTAINS(b.data, "XDG_CACHE_HOME");
+  {
+    lc__buf cleanup = {0};
+    LC_REQUIRE_OK(lc__command_workdir(&b, &cleanup, NULL, "h-1", 0));
+    LC_CHECK_CONTAINS(b.data, "XDG_CACHE_HOME");
+    LC_CHECK_CONTAINS(cleanup.data, "rm -rf -- ");
+    LC_CHECK_CONTAINS(cleanup.data, "/'h-1'");
+    lc__buf_free(&cleanup);
+  }
   lc__buf_free(&b);
 }
 

@@ -1,0 +1,1 @@
+lc_integration_test(test_cluster 300 integration/test_cluster.c)

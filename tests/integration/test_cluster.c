@@ -1,0 +1,353 @@
+/*
+ * test_cluster.c - command clusters on real test hosts: more workers than hosts, every worker's
+ * context and its way to the master through the tunnels, declared GPUs, the error cases (master
+ * timeout with its stderr, a master that dies, port in use, no ports left, a worker that fails at
+ * start) and that nothing is left on any host: after lc_cluster_free, and after SIGKILL of
+ * lazyclusterctl start (no process, no listener, no working directory).
+ *
+ * The hosts run our own `lazyclusterctl serve` as master and workers: the binary is sent to each
+ * host's home first, so the build directory need not be visible there.
+ */
+#include "collect.h"
+#include "lc_test.h"
+#include "testenv.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define HOSTS 3
+
+static lc_engine *engine;
+static lc_group *group;
+static char ctl[4096];
+
+static const char *hosts[] = {"lab0", "lab1", "lab2"};
+
+/* Master (on this machine): our serve. Worker: write its context, read the master through the
+ * tunnel, serve. */
+static char master_tmpl[4200];
+static const char *worker_tmpl =
+    "env | grep -E '^(LAZYCLUSTER_|TF_CONFIG|CUDA_)' | sort > ctx.txt; "
+    "bash -c 'exec 3<>/dev/tcp/127.0.0.1/'\"$LAZYCLUSTER_MASTER_PORT\"'; read -r l <&3; "
+    "echo \"$l\"' > master.txt; "
+    "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
+
+static int make_type(lc_master_launcher **m, lc_worker_launcher **w, const char *mt,
+                     const char *wt) {
+  char a[2048], b[2048];
+  const char *args[3] = {a, b, NULL};
+  snprintf(a, sizeof(a), "master=%s", mt);
+  snprintf(b, sizeof(b), "worker=%s", wt);
+  return lc_cluster_type_find("command")->make(m, w, args);
+}
+
+static void free_type(lc_master_launcher *m, lc_worker_launcher *w) {
+  lc_cluster_type_find("command")->release(m, w);
+}
+
+static int count_everywhere(const char *pattern) {
+  int n = 0;
+  char cmd[256];
+  FILE *p;
+  for (int i = 0; i < HOSTS; i++)
+    n += th_count_procs(i, pattern);
+  snprintf(cmd, sizeof(cmd), "pgrep -fc '^[^ ]*lazyclusterctl %s' || true", pattern + 1);
+  if ((p = popen(cmd, "r")) != NULL) {
+    int k = 0;
+    if (fscanf(p, "%d", &k) == 1)
+      n += k;
+    pclose(p);
+  }
+  return n;
+}
+
+/* A file of a worker, read on its host. */
+static void worker_file(char *out, size_t size, lc_cluster *c, size_t i, const char *name) {
+  const lc_worker_info *w = lc_cluster_worker(c, i);
+  lc_runtime *rt = lc_group_find(group, w->host);
+  collect col;
+  lc_exec_result res;
+  char cmd[4200];
+  out[0] = '\0';
+  snprintf(cmd, sizeof(cmd), "cat '%s/%s'", w->workdir, name);
+  if (rt != NULL && collect_exec(&col, &res, rt, cmd, NULL) == 0 && col.text[0] != NULL)
+    snprintf(out, size, "%s", col.text[0]);
+  collect_free(&col);
+}
+
+static void test_more_workers_than_hosts(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  int per_host[HOSTS] = {0};
+  char text[4096], want[256];
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 61000;
+  o.worker_ports = "61001-61100";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 7));
+  LC_CHECK(lc_cluster_master_port(c) == 61000);
+  LC_CHECK_STR(lc_cluster_master_host(c), "localhost");
+  LC_REQUIRE(lc_cluster_worker_count(c) == 7);
+  for (size_t i = 0; i < 7; i++) {
+    const lc_worker_info *wi = lc_cluster_worker(c, i);
+    per_host[atoi(wi->host + 3)]++;
+    LC_CHECK(wi->index == (int)i && wi->count == 7 && wi->gpu == -1);
+    LC_CHECK(wi->port >= 61001 && wi->port <= 61100);
+    worker_file(text, sizeof(text), c, i, "master.txt");
+    LC_CHECK_STR(text, "master\n"); /* reached the master on localhost through the tunnel */
+    worker_file(text, sizeof(text), c, i, "ctx.txt");
+    snprintf(want, sizeof(want), "LAZYCLUSTER_WORKER_INDEX=%zu\n", i);
+    LC_CHECK_CONTAINS(text, want);
+    LC_CHECK_CONTAINS(text, "LAZYCLUSTER_MASTER_ADDR=localhost\n");
+    LC_CHECK_CONTAINS(text, "LAZYCLUSTER_MASTER_PORT=61000\n");
+    LC_CHECK_CONTAINS(text, "LAZYCLUSTER_WORKER_COUNT=7\n");
+    snprintf(want, sizeof(want), "LAZYCLUSTER_HOST=%s\n", wi->host);
+    LC_CHECK_CONTAINS(text, want);
+    LC_CHECK_CONTAINS(text, "TF_CONFIG={\"cluster\":{\"master\":[\"localhost:61000\"]");
+    worker_file(text, sizeof(text), c, i, "cluster.json");
+    LC_CHECK_CONTAINS(text, "\"worker_count\":7");
+  }
+  LC_CHECK(per_host[0] == 3 && per_host[1] == 2 && per_host[2] == 2); /* round-robin */
+  LC_CHECK(count_everywhere("^serve 610") == 8);
+  /* more workers later */
+  LC_CHECK_OK(lc_cluster_start_workers(c, 2));
+  LC_CHECK(lc_cluster_worker_count(c) == 9);
+  LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT); /* all still run */
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 610") == 0);
+  free_type(m, w);
+}
+
+static void test_declared_gpus(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char text[4096];
+  lc_runtime_set_resources(lc_group_find(group, "lab0"), 2, 0);
+  lc_runtime_set_resources(lc_group_find(group, "lab1"), -1, 3);
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 61200;
+  o.worker_ports = "61201-61300";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start(c, 6)); /* slots: lab0 gpu 0 and 1, lab1 x3, lab2 x1 */
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    const lc_worker_info *wi = lc_cluster_worker(c, i);
+    if (strcmp(wi->host, "lab0") == 0) {
+      char want[64];
+      LC_CHECK(wi->gpu == (int)i); /* workers 0 and 1 */
+      worker_file(text, sizeof(text), c, i, "ctx.txt");
+      snprintf(want, sizeof(want), "CUDA_VISIBLE_DEVICES=%d\n", wi->gpu);
+      LC_CHECK_CONTAINS(text, want);
+      LC_CHECK_CONTAINS(text, "CUDA_DEVICE_ORDER=PCI_BUS_ID\n");
+    } else {
+      LC_CHECK(wi->gpu == -1);
+    }
+  }
+  LC_CHECK(lc_cluster_worker_count(c) == 6 &&
+           strcmp(lc_cluster_worker(c, 2)->host, "lab1") == 0 &&
+           strcmp(lc_cluster_worker(c, 4)->host, "lab1") == 0 &&
+           strcmp(lc_cluster_worker(c, 5)->host, "lab2") == 0);
+  lc_cluster_free(c);
+  lc_runtime_set_resources(lc_group_find(group, "lab0"), -1, 0);
+  lc_runtime_set_resources(lc_group_find(group, "lab1"), -1, 0);
+  free_type(m, w);
+}
+
+static void test_master_errors(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  lc_process *blocker = NULL;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  int r;
+  /* not ready in time: the error carries what it wrote to stderr */
+  LC_REQUIRE_OK(make_type(&m, &w, "echo boom-from-master >&2; exec sleep 30", worker_tmpl));
+  o.master_port = 61400;
+  o.master_timeout_ms = 1500;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "boom-from-master");
+  LC_CHECK_CONTAINS(lc_error_last(), "within the master timeout");
+  lc_cluster_free(c);
+  free_type(m, w);
+  /* it dies: its exit status and stderr */
+  LC_REQUIRE_OK(make_type(&m, &w, "echo dying-now >&2; exit 3", worker_tmpl));
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "status 3");
+  LC_CHECK_CONTAINS(lc_error_last(), "dying-now");
+  lc_cluster_free(c);
+  free_type(m, w);
+  /* port in use on a host: a fixed port fails naming it; otherwise another port is taken */
+  eo.timeout_ms = 0;
+  LC_REQUIRE_OK(lc_runtime_spawn(&blocker, lc_group_find(group, "lab1"),
+                                 "exec ~/lcbin/lazyclusterctl serve 61500 blocker", &eo));
+  for (int i = 0; i < 100 && th_count_procs(1, "^serve 61500") == 0; i++)
+    lc_process_wait(NULL, blocker, 50);
+  lc_process_wait(NULL, blocker, 300);
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 61500;
+  o.master_port_fixed = 1;
+  o.master_timeout_ms = 5000;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == -EADDRINUSE);
+  LC_CHECK_CONTAINS(lc_error_last(), "port 61500 is in use on lab1");
+  lc_cluster_free(c);
+  o.master_port_fixed = 0;
+  o.worker_ports = "61501-61510";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start_master(c));
+  LC_CHECK(lc_cluster_master_port(c) == 61501);
+  lc_cluster_free(c);
+  lc_process_free(blocker);
+  free_type(m, w);
+}
+
+static void test_worker_errors(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  int r;
+  /* no ports left for the workers */
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 61600;
+  o.worker_ports = "61601";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start_master(c));
+  r = lc_cluster_start_workers(c, 2);
+  LC_CHECK(r == LC_ENOPORTS);
+  LC_CHECK_CONTAINS(lc_error_last(), "61601");
+  LC_CHECK(lc_cluster_worker_count(c) == 0);
+  LC_CHECK(count_everywhere("^serve 6160") == 1); /* the master only: the start was undone */
+  lc_cluster_free(c);
+  free_type(m, w);
+  /* worker 1 fails at start: host, index, status and stderr; the others of that start go */
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl,
+                          "[ {worker_index} != 1 ] || {{ echo bad-worker-here >&2; exit 7; }}; "
+                          "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
+  o.worker_ports = "61601-61650";
+  o.worker_timeout_ms = 20000;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start_master(c));
+  r = lc_cluster_start_workers(c, 3);
+  LC_CHECK(r == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "lab1 worker-1");
+  LC_CHECK_CONTAINS(lc_error_last(), "status 7");
+  LC_CHECK_CONTAINS(lc_error_last(), "bad-worker-here");
+  LC_CHECK(lc_cluster_worker_count(c) == 0);
+  for (int i = 0; i < 100 && count_everywhere("^serve 616") > 1; i++)
+    usleep(50 * 1000);
+  LC_CHECK(count_everywhere("^serve 616") == 1);
+  lc_cluster_free(c);
+  free_type(m, w);
+  /* an unknown placeholder is refused when the type is made, quoting it */
+  LC_CHECK(make_type(&m, &w, master_tmpl, "serve {worker_prot}") == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "{worker_prot}");
+}
+
+/* lazyclusterctl start, then SIGKILL: after the heartbeat limit nothing is left anywhere. */
+static void test_sigkill_of_start(void) {
+  char cmd[8192], line[512];
+  FILE *out;
+  int fds[2], ready = 0, status;
+  pid_t pid;
+  LC_REQUIRE(pipe(fds) == 0);
+  if ((pid = fork()) == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execl(ctl, ctl, "start", "-F", th_config(), "--hosts", "lab0,lab1,lab2", "--workers", "4",
+          "--heartbeat", "3", "--master-port", "61700", "--ports", "61701-61750",
+          "--master-cmd", master_tmpl, "--worker-cmd", worker_tmpl, (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  out = fdopen(fds[0], "r");
+  while (out != NULL && fgets(line, sizeof(line), out) != NULL)
+    if (strncmp(line, "ready:", 6) == 0) {
+      ready = 1;
+      break;
+    }
+  LC_CHECK(ready);
+  LC_CHECK(count_everywhere("^serve 617") == 5);
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  if (out != NULL)
+    fclose(out);
+  {
+    int left = -1, dirs = -1;
+    for (int t = 0; t < 60 && (left != 0 || dirs != 0); t++) {
+      left = count_everywhere("^serve 617");
+      dirs = 0;
+      for (int i = 0; i < HOSTS; i++) {
+        FILE *p;
+        int n = 0;
+        snprintf(cmd, sizeof(cmd),
+                 "%s exec %d --dir %s -- sh -c 'ls -A /root/.cache/lazycluster 2>/dev/null | "
+                 "grep -c -- -%d\\.'",
+                 getenv("LC_TESTHOSTS"), i, th_dir(), (int)pid);
+        if ((p = popen(cmd, "r")) != NULL) {
+          if (fscanf(p, "%d", &n) != 1)
+            n = -1;
+          pclose(p);
+        }
+        dirs += n;
+      }
+      if (left != 0 || dirs != 0)
+        usleep(500 * 1000);
+    }
+    fprintf(stderr, "  after SIGKILL: %d processes, %d working directories left\n", left, dirs);
+    LC_CHECK(left == 0);
+    LC_CHECK(dirs == 0);
+  }
+}
+
+/* Sends lazyclusterctl to ~/lcbin on each host. */
+static int ship_binary(void) {
+  lc_exec_result res;
+  for (size_t i = 0; i < lc_group_count(group); i++) {
+    lc_runtime *rt = lc_group_at(group, i);
+    if (lc_runtime_exec(&res, rt, "mkdir -p ~/lcbin", NULL) < 0 ||
+        lc_runtime_send_file(rt, ctl, "~/lcbin/lazyclusterctl", 60000) < 0)
+      return -1;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  static const lc_test_case tests[] = {
+      LC_TEST(test_more_workers_than_hosts), LC_TEST(test_declared_gpus),
+      LC_TEST(test_master_errors),           LC_TEST(test_worker_errors),
+      LC_TEST(test_sigkill_of_start),
+  };
+  lc_group_report *rep = NULL;
+  lc_runtime_options ro = th_options();
+  int r;
+  signal(SIGPIPE, SIG_IGN);
+  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
+    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
+    return 2;
+  }
+  snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
+  if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
+      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 ||
+      lc_group_report_failures(rep) != 0 || ship_binary() < 0) {
+    fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
+            rep ? lc_group_report_message(rep, 0) : "");
+    return 2;
+  }
+  lc_group_report_free(rep);
+  r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+  lc_group_free(group);
+  lc_engine_free(engine);
+  return r;
+}
