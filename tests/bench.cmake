@@ -1,0 +1,23 @@
+# Benchmarks: programs that print a table. Label bench only: never run by default (.ci/run
+# excludes the label). Run one with `ctest -L bench -R bench_tunnel -V` or the driver script.
+#
+# tests/bench/tunnel: our forwards against OpenSSH's; tests/bench/tcpbench is its data source, sink
+# and ping server. tests/bench/run_tunnel.sh brings up two test hosts, checks the negotiated
+# cipher, runs tunnel and tears the hosts down.
+add_executable(lc_tcpbench bench/tcpbench.c)
+target_compile_options(lc_tcpbench PRIVATE ${LC_WARNINGS})
+target_link_libraries(lc_tcpbench PRIVATE Threads::Threads)
+set_target_properties(lc_tcpbench PROPERTIES OUTPUT_NAME tcpbench
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)
+
+add_executable(lc_bench_tunnel bench/tunnel.c)
+target_compile_definitions(lc_bench_tunnel PRIVATE _GNU_SOURCE)
+target_compile_options(lc_bench_tunnel PRIVATE ${LC_WARNINGS})
+set_target_properties(lc_bench_tunnel PROPERTIES OUTPUT_NAME tunnel
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)
+add_dependencies(lc_bench_tunnel lc_tcpbench lazyclusterctl)
+
+add_test(NAME bench_tunnel
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench/run_tunnel.sh $<TARGET_FILE:lc_bench_tunnel>
+          $<TARGET_FILE:lc_tcpbench> $<TARGET_FILE:lazyclusterctl>)
+set_tests_properties(bench_tunnel PROPERTIES LABELS bench TIMEOUT 1800 RUN_SERIAL TRUE)
