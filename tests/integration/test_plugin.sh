@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# test_plugin.sh - cluster types from shared objects: `lazyclusterctl start --type PATH.so` with
+# examples/plugin_type.c (libmytype.so, type "greeter": every process answers a connection with
+# one line) on this machine and on test hosts; the master and each worker answer on their ports;
+# SIGINT stops everything with exit 0 and leaves nothing. Then the broken cases: a .so without the
+# entry point, a missing file, an entry point with an unknown version, an unknown --type-arg.
+set -u
+ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
+so=${LC_PLUGIN:?LC_PLUGIN names libmytype.so}
+noentry=${LC_PLUGIN_NOENTRY:?LC_PLUGIN_NOENTRY names the plug-in without an entry point}
+badversion=${LC_PLUGIN_BADVERSION:?LC_PLUGIN_BADVERSION names the plug-in with version 99}
+dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
+th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
+cfg=$dir/ssh_config
+passed=0 failed=0
+tmp=$(mktemp -d)
+pid=
+cleanup() {
+  [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+  for i in 0 1 2; do "$th" exec $i -- rm -rf /root/lcbin 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+check() { # NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
+  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
+}
+# The line a service on 127.0.0.1:PORT answers with, or nothing.
+answer() {
+  timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && read -r l <&3 && printf "%s\n" "$l"' _ "$1" 2>/dev/null
+}
+# Starts `lazyclusterctl start ARGS...` in the background (in $tmp/run) and waits for "ready:".
+start() {
+  rm -f "$tmp/out" "$tmp/err"
+  (cd "$tmp/run" && exec "$ctl" start "$@") >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  for _ in $(seq 600); do
+    grep -q '^ready:' "$tmp/out" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  return 1
+}
+# Sends SIGINT, waits; sets rc.
+stop() {
+  kill -INT "$pid"
+  wait "$pid"; rc=$?
+  pid=
+}
+show() { sed 's/^/  out: /' "$tmp/out" >&2; sed 's/^/  err: /' "$tmp/err" >&2; }
+# "ROLE PORT HOST" for each process from start's table.
+table() {
+  awk '$2 ~ /^localhost:[0-9]+$/ { split($2, a, ":"); print $1, a[2], $4 }' "$tmp/out"
+}
+
+# ---- on this machine: no --hosts, and a HOME without ~/.ssh/config: no host configured --------
+token=hi-$$-$RANDOM
+mkdir -p "$tmp/home" "$tmp/run"
+cp "$so" "$tmp/run/libmytype.so"   # the issue's spelling: --type ./libmytype.so
+export HOME=$tmp/home
+unset XDG_CACHE_HOME
+start --type ./libmytype.so --type-arg greeting=$token --workers 3; ok=$?
+check "start with the plug-in reaches ready:" [ "$ok" -eq 0 ]
+check "it found no host and used this machine" grep -q "no hosts configured: using this machine" "$tmp/err"
+table >"$tmp/table"
+check "it lists a master and 3 workers" [ "$(wc -l <"$tmp/table")" -eq 4 ]
+while read -r role port host; do
+  if [ "$role" = master ]; then want="$token master"
+  else want="$token $role of 3 on localhost"; fi
+  got=$(answer "$port")
+  check "$role answers on $port: $want" [ "$got" = "$want" ]
+done <"$tmp/table"
+stop
+show
+check "SIGINT: exit 0" [ "$rc" -eq 0 ]
+check "no process left" [ "$(pgrep -fc -- "$token" || true)" -eq 0 ]
+while read -r role port host; do
+  check "$role's port $port is closed" [ -z "$(answer "$port")" ]
+done <"$tmp/table"
+check "no working directory left" [ -z "$(ls -A "$HOME/.cache/lazycluster" 2>/dev/null)" ]
+
+# ---- on test hosts: the master on lab1, 4 workers, mesh: every port also answers here ---------
+# serve= gives the hosts their own lazyclusterctl: a copy in each home (not under the build tree,
+# which the hosts may not see when it lies under /tmp)
+token=hey-$$-$RANDOM
+for i in 0 1 2; do
+  "$th" exec $i -- sh -c 'mkdir -p /root/lcbin && cat >/root/lcbin/lazyclusterctl &&
+    chmod +x /root/lcbin/lazyclusterctl' <"$ctl"
+done
+start -F "$cfg" --hosts lab0,lab1,lab2 --type "$so" --type-arg serve=/root/lcbin/lazyclusterctl \
+  --type-arg mesh=1 --type-arg greeting=$token --master-host lab1 --workers 4; ok=$?
+check "hosts: start reaches ready:" [ "$ok" -eq 0 ]
+table >"$tmp/table"
+check "hosts: a master and 4 workers" [ "$(grep -c . "$tmp/table")" -eq 5 ]
+check "hosts: the master on lab1" grep -q '^master [0-9]* lab1$' "$tmp/table"
+while read -r role port host; do
+  if [ "$role" = master ]; then want="$token master"
+  else want="$token $role of 4 on $host"; fi
+  got=$(answer "$port")
+  check "hosts: $role on $host answers here on $port through the tunnel" [ "$got" = "$want" ]
+done <"$tmp/table"
+stop
+show
+check "hosts: SIGINT: exit 0" [ "$rc" -eq 0 ]
+for i in 0 1 2; do
+  procs=$("$th" pids $i | while read -r p; do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c -- "$token")
+  check "hosts: lab$i: no process left" [ "$procs" -eq 0 ]
+  left=$("$th" exec $i -- sh -c 'ls -A "$HOME/.cache/lazycluster" 2>/dev/null')
+  check "hosts: lab$i: no working directory left" [ -z "$left" ]
+done
+while read -r role port host; do
+  check "hosts: $role's port $port is closed here" [ -z "$(answer "$port")" ]
+done <"$tmp/table"
+
+# ---- broken plug-ins: exit non-zero, and say which file and what is wrong -----------------------
+"$ctl" start --type "$noentry" --workers 1 >"$tmp/o1" 2>&1; rc=$?
+sed 's/^/  noentry: /' "$tmp/o1" >&2
+check "no entry point: exit non-zero" [ "$rc" -ne 0 ]
+check "no entry point: names the file" grep -qF -- "$noentry" "$tmp/o1"
+check "no entry point: names the symbol" grep -q "lc_cluster_type_v1" "$tmp/o1"
+
+"$ctl" start --type "$tmp/no/such/libmissing.so" --workers 1 >"$tmp/o2" 2>&1; rc=$?
+sed 's/^/  missing: /' "$tmp/o2" >&2
+check "missing file: exit non-zero" [ "$rc" -ne 0 ]
+check "missing file: names it" grep -qF -- "$tmp/no/such/libmissing.so" "$tmp/o2"
+
+"$ctl" start --type "$badversion" --workers 1 >"$tmp/o3" 2>&1; rc=$?
+sed 's/^/  badversion: /' "$tmp/o3" >&2
+check "unknown version: exit non-zero" [ "$rc" -ne 0 ]
+check "unknown version: names the file" grep -qF -- "$badversion" "$tmp/o3"
+check "unknown version: says which version it got" grep -q "version 99" "$tmp/o3"
+check "unknown version: says which version it knows" grep -q "knows version 1" "$tmp/o3"
+
+(cd "$tmp/run" && "$ctl" start --type ./libmytype.so --type-arg colour=red --workers 1) >"$tmp/o4" 2>&1; rc=$?
+sed 's/^/  badarg: /' "$tmp/o4" >&2
+check "unknown --type-arg: exit 2" [ "$rc" -eq 2 ]
+check "unknown --type-arg: quoted" grep -q "colour=red" "$tmp/o4"
+check "nothing started for the broken ones" [ -z "$(ls -A "$HOME/.cache/lazycluster" 2>/dev/null)" ]
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
