@@ -37,9 +37,13 @@ void lc__forward_set_up(lc_forward *f, int up, const char *detail) {
     f->on_state(f, up ? LC_FORWARD_UP : LC_FORWARD_DOWN, detail ? detail : "", f->payload);
 }
 
+static void unlink_forward(lc_forward *f);
+
 void lc__forward_ready(lc_forward *f, const lc__err *err) {
   lc__call *c = f->call;
   f->call = NULL;
+  if (c != NULL && err != NULL && err->code < 0)
+    unlink_forward(f); /* it never came up: the caller frees it */
   if (err == NULL || err->code == 0) {
     lc__forward_set_up(f, 1, "up");
     f->announced = 1;

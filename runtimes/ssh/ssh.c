@@ -89,6 +89,9 @@ void lc__ssh_chan_unlink(schan *k) {
 
 void lc__ssh_chan_free(schan *k) {
   if (k->ch != NULL) {
+    /* libssh keeps a closed channel until the host confirms: it must not call back into k */
+    if (k->cb.size != 0)
+      ssh_remove_channel_callbacks(k->ch, &k->cb);
     if (k->kind == K_EXEC && k->state != CH_QUEUED)
       k->c->sessions--;
     if (k->c->s != NULL && ssh_channel_is_open(k->ch))
@@ -303,6 +306,18 @@ static void exec_pump(schan *k) {
       exec_end(k, NULL, 1);
     return;
   }
+}
+
+/* Whether a channel has data waiting to be written into it. */
+static int writers_waiting(const sconn *c) {
+  for (const schan *k = c->chans; k != NULL; k = k->next) {
+    if (k->kind == K_RELAY && k->state == CH_RUNNING && k->to_chan.len > 0)
+      return 1;
+    if (k->kind == K_EXEC && k->state == CH_RUNNING && k->p != NULL &&
+        (k->p->in.len > 0 || k->p->in_mem_left > 0 || (k->p->in_fd >= 0 && k->p->in_left > 0)))
+      return 1;
+  }
+  return 0;
 }
 
 static void chans_pump(sconn *c) {
@@ -666,6 +681,12 @@ static void conn_drive(sconn *c) {
     }
     lc__tunnel_accept_forwarded(c);
     chans_pump(c);
+    /* a channel's read can flush libssh's output and reopen the write gate that closed on an
+     * earlier channel in the same pass: give the writers another turn while it is open */
+    for (int i = 0; i < 8 && c->state == C_READY && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING) &&
+                    writers_waiting(c);
+         i++)
+      chans_pump(c);
     lc__tunnel_requests(c);
     if (c->state == C_READY && ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) {
       lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
