@@ -1,0 +1,959 @@
+/*
+ * test_dask.c - the `dask` cluster type with a real Dask (Debian's python3-distributed) on real
+ * sshd test hosts:
+ *
+ *   - through the library: 8 workers on 4 hosts (lab0..lab3), the scheduler on this machine; a
+ *     Dask client here, connected to tcp://127.0.0.1:MASTER_PORT, runs a function on every worker
+ *     (each reports its host), and a sum whose inputs live on 8 workers of 4 hosts (so workers
+ *     fetch data from each other through the mesh of tunnels); the result is checked exactly;
+ *   - every Dask process listens on 127.0.0.1 only (nothing on 0.0.0.0 / [::]);
+ *   - after lc_cluster_free: no Dask process and no listener in the cluster's port ranges on any
+ *     host or here; after lc_group_free: no working directory left on any host;
+ *   - through the CLI: `lazyclusterctl start --type dask` in the background until "ready:", a
+ *     client computation, then SIGINT (exit 0, nothing left), and SIGKILL (with --heartbeat 3:
+ *     nothing left once the lifelines notice);
+ *   - a worker start that times out says why (the launcher's message, not a stray one);
+ *   - a `python3` without Dask first in PATH (a virtualenv, pyenv) while Dask is installed for
+ *     the interpreter dask-scheduler runs under: the cluster still starts.
+ *
+ * Every check that waits polls with a deadline; none sleeps a fixed time to let things settle.
+ */
+#include "lc_test.h"
+#include "testenv.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define HOSTS 4
+#define WORKERS 8
+
+/* Port ranges of each part, apart from each other and from the other tests' defaults. */
+#define LIB_MASTER 62100
+#define LIB_PORTS "62101-62199"
+#define LIB_LO 62100
+#define LIB_HI 62199
+#define CLI_MASTER 62200
+#define CLI_LO 62200
+#define CLI_HI 62299
+
+static lc_engine *engine;
+static lc_group *group;
+static lc_cluster *cluster;
+static const lc_cluster_type *dask;
+static lc_master_launcher *dask_master;
+static lc_worker_launcher *dask_worker;
+static char python[4096] = "python3"; /* the interpreter Dask is installed for */
+static char client_py[4096];           /* the client script, written at start */
+static char hostname_here[256];
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Sleeps ms between polls of a condition (the condition itself is what the tests wait for). */
+static void pause_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- the Dask client ------------------------------------------------------------------------ */
+
+/*
+ * Connects to the scheduler on this machine, waits for N workers, and prints:
+ *   workers N
+ *   host PORT HOSTNAME         for every worker (from a function run on each: client.run)
+ *   sum S                      parts made on every worker, summed on the first: S = sum(0..N*1000)
+ *   fetched_from K             how many other workers the first one fetched parts from
+ *   squares S                  a map over 1000 numbers, then a sum on one worker
+ */
+static const char client_source[] =
+    "import socket, sys, distributed\n"
+    "port, n = int(sys.argv[1]), int(sys.argv[2])\n"
+    "c = distributed.Client('tcp://127.0.0.1:%d' % port, timeout=60)\n"
+    "c.wait_for_workers(n, timeout=60)\n"
+    "ws = sorted(c.scheduler_info()['workers'])\n"
+    "print('workers', len(ws), flush=True)\n"
+    "for addr, h in sorted(c.run(socket.gethostname).items()):\n"
+    "    print('host', addr.rsplit(':', 1)[1], h, flush=True)\n"
+    "def part(i):\n"
+    "    return list(range(i * 1000, (i + 1) * 1000))\n"
+    "def total(parts):\n"
+    "    return sum(sum(p) for p in parts)\n"
+    "parts = [c.submit(part, i, workers=[a], allow_other_workers=False, pure=False)\n"
+    "         for i, a in enumerate(ws)]\n"
+    "s = c.submit(total, parts, workers=[ws[0]], allow_other_workers=False, pure=False)\n"
+    "print('sum', s.result(timeout=120), flush=True)\n"
+    "def peers(dask_worker):\n"
+    "    return sorted({d['who'] for d in dask_worker.transfer_incoming_log})\n"
+    "print('fetched_from', len(c.run(peers, workers=[ws[0]])[ws[0]]), flush=True)\n"
+    "sq = c.map(lambda x: x * x, range(1000), pure=False)\n"
+    "print('squares', c.submit(sum, sq, pure=False).result(timeout=120), flush=True)\n"
+    "c.close()\n";
+
+typedef struct client_out {
+  int status;
+  int workers;
+  long long sum, squares;
+  int fetched_from;
+  int nhosts;
+  int port[64];
+  char host[64][64];
+  char text[16384];
+} client_out;
+
+/* Runs the client against localhost:port expecting n workers; parses what it printed. */
+static void run_client(client_out *o, int port, int n) {
+  char cmd[8192], line[1024];
+  FILE *p;
+  size_t used = 0;
+  memset(o, 0, sizeof(*o));
+  snprintf(cmd, sizeof(cmd), "timeout 300 %s %s %d %d 2>&1", python, client_py, port, n);
+  if ((p = popen(cmd, "r")) == NULL) {
+    o->status = -1;
+    return;
+  }
+  while (fgets(line, sizeof(line), p) != NULL) {
+    char h[64];
+    int wp;
+    if (used + strlen(line) < sizeof(o->text)) {
+      memcpy(o->text + used, line, strlen(line) + 1);
+      used += strlen(line);
+    }
+    if (sscanf(line, "workers %d", &o->workers) == 1 || sscanf(line, "sum %lld", &o->sum) == 1 ||
+        sscanf(line, "squares %lld", &o->squares) == 1 ||
+        sscanf(line, "fetched_from %d", &o->fetched_from) == 1)
+      continue;
+    if (sscanf(line, "host %d %63s", &wp, h) == 2 && o->nhosts < 64) {
+      o->port[o->nhosts] = wp;
+      snprintf(o->host[o->nhosts], sizeof(o->host[0]), "%s", h);
+      o->nhosts++;
+    }
+  }
+  o->status = pclose(p);
+  if (o->status != 0)
+    fprintf(stderr, "  the client failed (status %d):\n%s\n", o->status, o->text);
+}
+
+/* The host the client saw the worker on port run on, or "". */
+static const char *client_host_of(const client_out *o, int port) {
+  for (int i = 0; i < o->nhosts; i++)
+    if (o->port[i] == port)
+      return o->host[i];
+  return "";
+}
+
+/* The checks on a client run against n workers made of parts 0..n-1. */
+static void check_client(const client_out *o, int n) {
+  long long want = (long long)n * 1000 * ((long long)n * 1000 - 1) / 2;
+  LC_CHECK(o->status == 0);
+  LC_CHECK(o->workers == n);
+  LC_CHECK(o->nhosts == n);
+  LC_CHECK(o->sum == want);
+  LC_CHECK(o->squares == 332833500LL); /* sum of x*x for x < 1000 */
+  /* the first worker fetched the other n-1 parts from their workers */
+  LC_CHECK(o->fetched_from == n - 1);
+  fprintf(stderr, "  client: %d workers, sum %lld (want %lld), fetched from %d, squares %lld\n",
+          o->workers, o->sum, want, o->fetched_from, o->squares);
+}
+
+/* ---- what is left on the hosts and here ----------------------------------------------------- */
+
+/* dask-scheduler processes on this machine started with a --port in [lo, hi]. */
+static int count_local_schedulers(int lo, int hi) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  int count = 0;
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL) {
+    char path[300], buf[8192], *port;
+    FILE *f;
+    size_t n;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    for (size_t k = 0; k < n; k++)
+      if (buf[k] == '\0')
+        buf[k] = ' ';
+    buf[n] = '\0';
+    if (strstr(buf, "dask-scheduler") != NULL && (port = strstr(buf, "--port ")) != NULL &&
+        atoi(port + 7) >= lo && atoi(port + 7) <= hi)
+      count++;
+  }
+  closedir(d);
+  return count;
+}
+
+/* Working directories of process pid ("HOSTNAME-PID.XXXXXX", HOSTNAME this machine's) in host
+ * i's ~/.cache/lazycluster (its home is DIR/hosts/I/home here); their names into names. */
+static int host_workdirs(int i, long pid, char *names, size_t size) {
+  char path[4200], prefix[320];
+  DIR *d;
+  struct dirent *e;
+  int count = 0;
+  snprintf(path, sizeof(path), "%s/hosts/%d/home/.cache/lazycluster", th_dir(), i);
+  snprintf(prefix, sizeof(prefix), "%s-%ld.", hostname_here, pid);
+  names[0] = '\0';
+  if ((d = opendir(path)) == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+      continue;
+    count++;
+    if (strlen(names) + strlen(e->d_name) + 2 < size) {
+      strcat(names, " ");
+      strcat(names, e->d_name);
+    }
+  }
+  closedir(d);
+  return count;
+}
+
+/* Working directories on this machine made by process pid ("HOSTNAME-PID.XXXXXX"). */
+static int local_workdirs(long pid) {
+  char root[4096], prefix[320];
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  DIR *d;
+  struct dirent *e;
+  int count = 0;
+  if (xdg != NULL && xdg[0] != '\0')
+    snprintf(root, sizeof(root), "%s/lazycluster", xdg);
+  else
+    snprintf(root, sizeof(root), "%s/.cache/lazycluster", home ? home : "/root");
+  snprintf(prefix, sizeof(prefix), "%s-%ld.", hostname_here, pid);
+  if ((d = opendir(root)) == NULL)
+    return 0;
+  while ((e = readdir(d)) != NULL)
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+      count++;
+  closedir(d);
+  return count;
+}
+
+/* Listening TCP ports of host i in [lo, hi], through a fresh connection; -1 when unreadable. */
+static int host_listeners(int i, int lo, int hi, char *which, size_t size) {
+  lc_runtime *rt = NULL;
+  lc_runtime_options o = th_options();
+  lc_ports *l = NULL;
+  char name[16];
+  int count = 0;
+  which[0] = '\0';
+  snprintf(name, sizeof(name), "lab%d", i);
+  if (lc_runtime_new_ssh(&rt, engine, name, &o) < 0 || lc_ports_listening(&l, rt, 20000) < 0) {
+    fprintf(stderr, "  cannot read lab%d's listeners: %s\n", i, lc_error_last());
+    lc_runtime_free(rt);
+    return -1;
+  }
+  for (size_t k = 0; k < lc_ports_count(l); k++) {
+    int p = lc_ports_at(l, k);
+    if (p >= lo && p <= hi) {
+      count++;
+      if (strlen(which) + 8 < size)
+        snprintf(which + strlen(which), size - strlen(which), " %d", p);
+    }
+  }
+  lc_ports_free(l);
+  lc_runtime_free(rt);
+  return count;
+}
+
+/* Ports in [lo, hi] listening on this machine (from /proc/net/tcp and tcp6: a port only held by
+ * connections in TIME_WAIT is not a leftover). */
+static int local_listeners(int lo, int hi, char *which, size_t size) {
+  int count = 0;
+  which[0] = '\0';
+  for (int v = 0; v < 2; v++) {
+    FILE *f = fopen(v ? "/proc/net/tcp6" : "/proc/net/tcp", "r");
+    char line[512], st[8];
+    unsigned port;
+    if (f == NULL)
+      continue;
+    while (fgets(line, sizeof(line), f) != NULL)
+      if (sscanf(line, "%*d: %*[0-9A-Fa-f]:%x %*s %7s", &port, st) == 2 &&
+          strcmp(st, "0A") == 0 && (int)port >= lo && (int)port <= hi) {
+        count++;
+        if (strlen(which) + 8 < size)
+          snprintf(which + strlen(which), size - strlen(which), " %u", port);
+      }
+    fclose(f);
+  }
+  return count;
+}
+
+typedef struct leftovers {
+  int procs[HOSTS];      /* python or dask processes on host i */
+  int listeners[HOSTS];  /* listeners in the port range on host i */
+  int workdirs[HOSTS];   /* entries in host i's ~/.cache/lazycluster */
+  int local_sched;       /* our scheduler here */
+  int local_ports;       /* ports of the range listening here */
+  int local_dirs;        /* our working directories here */
+  char detail[4096];
+} leftovers;
+
+/* Looks at hosts [0, nhosts) and here; returns how many things are left. what: 'p'rocesses,
+ * 'l'isteners, 'w'orkdirs (a string of these letters). */
+static int look(leftovers *lo, int nhosts, const char *what, int port_lo, int port_hi,
+                long owner_pid) {
+  char buf[1024];
+  int total = 0;
+  memset(lo, 0, sizeof(*lo));
+  for (int i = 0; i < nhosts; i++) {
+    if (strchr(what, 'p')) {
+      lo->procs[i] = th_count_procs(i, "python"); /* dask-* and their children are all python */
+      total += lo->procs[i];
+    }
+    if (strchr(what, 'l')) {
+      lo->listeners[i] = host_listeners(i, port_lo, port_hi, buf, sizeof(buf));
+      if (lo->listeners[i] != 0)
+        snprintf(lo->detail + strlen(lo->detail), sizeof(lo->detail) - strlen(lo->detail),
+                 " lab%d listens on%s;", i, buf);
+      total += lo->listeners[i] != 0;
+    }
+    if (strchr(what, 'w')) {
+      lo->workdirs[i] = host_workdirs(i, owner_pid, buf, sizeof(buf));
+      if (lo->workdirs[i] > 0)
+        snprintf(lo->detail + strlen(lo->detail), sizeof(lo->detail) - strlen(lo->detail),
+                 " lab%d keeps%s;", i, buf);
+      total += lo->workdirs[i];
+    }
+  }
+  if (strchr(what, 'p')) {
+    lo->local_sched = count_local_schedulers(port_lo, port_hi);
+    total += lo->local_sched;
+  }
+  if (strchr(what, 'l')) {
+    lo->local_ports = local_listeners(port_lo, port_hi, buf, sizeof(buf));
+    if (lo->local_ports > 0)
+      snprintf(lo->detail + strlen(lo->detail), sizeof(lo->detail) - strlen(lo->detail),
+               " here:%s;", buf);
+    total += lo->local_ports;
+  }
+  if (strchr(what, 'w')) {
+    lo->local_dirs = local_workdirs(owner_pid);
+    if (lo->local_dirs > 0)
+      snprintf(lo->detail + strlen(lo->detail), sizeof(lo->detail) - strlen(lo->detail),
+               " here: %d working directories of pid %ld;", lo->local_dirs, owner_pid);
+    total += lo->local_dirs;
+  }
+  return total;
+}
+
+/* Waits up to limit_ms until nothing of what is left; checks it, says how long it took. */
+static void check_nothing_left(const char *when, int nhosts, const char *what, int port_lo,
+                               int port_hi, long owner_pid, int limit_ms) {
+  uint64_t t0 = now_ms(), deadline = t0 + (uint64_t)limit_ms;
+  leftovers lo;
+  int left;
+  while ((left = look(&lo, nhosts, what, port_lo, port_hi, owner_pid)) != 0 &&
+         now_ms() < deadline)
+    pause_ms(250);
+  fprintf(stderr, "  %s: %s after %.1f s\n", when, left ? "things LEFT" : "nothing left",
+          (double)(now_ms() - t0) / 1000.0);
+  for (int i = 0; i < nhosts; i++) {
+    if (lo.procs[i] != 0)
+      fprintf(stderr, "  %s: lab%d still runs %d Dask/python processes\n", when, i, lo.procs[i]);
+    LC_CHECK(lo.procs[i] == 0);
+    LC_CHECK(lo.listeners[i] == 0);
+    LC_CHECK(lo.workdirs[i] == 0);
+  }
+  if (lo.local_sched != 0)
+    fprintf(stderr, "  %s: the scheduler still runs here\n", when);
+  if (lo.detail[0] != '\0')
+    fprintf(stderr, "  %s:%s\n", when, lo.detail);
+  LC_CHECK(lo.local_sched == 0);
+  LC_CHECK(lo.local_ports == 0);
+  LC_CHECK(lo.local_dirs == 0);
+}
+
+/* ---- listening addresses -------------------------------------------------------------------- */
+
+/* Appends to out the listeners in a /proc/net/tcp{,6} text that are not on a loopback address
+ * (IPv4 127.x or IPv6 ::1) nor sshd's port 22, as "ADDR:PORT". Returns how many. */
+static int wide_listeners(const char *proc_net_text, char *out, size_t size) {
+  const char *p = proc_net_text;
+  int count = 0;
+  while (p != NULL && *p != '\0') {
+    char local[64], st[8];
+    unsigned port;
+    const char *nl = strchr(p, '\n');
+    if (sscanf(p, "%*d: %63[0-9A-Fa-f]:%x %*s %7s", local, &port, st) == 3 &&
+        strcmp(st, "0A") == 0 && port != 22) {
+      int loopback = (strlen(local) == 8 && strcmp(local + 6, "7F") == 0) ||
+                     strcmp(local, "00000000000000000000000001000000") == 0;
+      if (!loopback) {
+        count++;
+        if (strlen(out) + 80 < size)
+          snprintf(out + strlen(out), size - strlen(out), " %s:%u", local, port);
+      }
+    }
+    p = nl ? nl + 1 : NULL;
+  }
+  return count;
+}
+
+typedef struct text_acc {
+  char buf[1 << 16];
+  size_t used;
+} text_acc;
+
+static void acc_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  text_acc *t = payload;
+  (void)stream;
+  if (t->used + len + 2 < sizeof(t->buf)) {
+    memcpy(t->buf + t->used, line, len);
+    t->used += len;
+    t->buf[t->used++] = '\n';
+    t->buf[t->used] = '\0';
+  }
+}
+
+/* Listeners of process pid (its sockets, matched by inode in /proc/net/tcp{,6}) that are not on
+ * a loopback address. */
+static int local_wide_listeners(long pid, char *out, size_t size) {
+  char path[128], link[128], inodes[256][24];
+  int ninodes = 0, count = 0;
+  DIR *d;
+  struct dirent *e;
+  snprintf(path, sizeof(path), "/proc/%ld/fd", pid);
+  if ((d = opendir(path)) == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL && ninodes < 256) {
+    char fdp[300];
+    ssize_t n;
+    snprintf(fdp, sizeof(fdp), "%s/%s", path, e->d_name);
+    if ((n = readlink(fdp, link, sizeof(link) - 1)) <= 0)
+      continue;
+    link[n] = '\0';
+    if (sscanf(link, "socket:[%23[0-9]]", inodes[ninodes]) == 1)
+      ninodes++;
+  }
+  closedir(d);
+  for (int v = 0; v < 2; v++) {
+    FILE *f = fopen(v ? "/proc/net/tcp6" : "/proc/net/tcp", "r");
+    char line[512];
+    if (f == NULL)
+      continue;
+    while (fgets(line, sizeof(line), f) != NULL) {
+      char local[64], st[8], inode[24];
+      unsigned port;
+      if (sscanf(line, "%*d: %63[0-9A-Fa-f]:%x %*s %7s %*s %*s %*s %*s %*s %23s", local, &port,
+                 st, inode) != 4 ||
+          strcmp(st, "0A") != 0)
+        continue;
+      for (int k = 0; k < ninodes; k++)
+        if (strcmp(inodes[k], inode) == 0) {
+          int loopback = (strlen(local) == 8 && strcmp(local + 6, "7F") == 0) ||
+                         strcmp(local, "00000000000000000000000001000000") == 0;
+          if (!loopback) {
+            count++;
+            if (strlen(out) + 80 < size)
+              snprintf(out + strlen(out), size - strlen(out), " %s:%u", local, port);
+          }
+        }
+    }
+    fclose(f);
+  }
+  return count;
+}
+
+/* The pid of the scheduler on this machine started on port, or 0. */
+static long local_scheduler_pid(int port) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  char pat[64];
+  long pid = 0;
+  snprintf(pat, sizeof(pat), "--port %d ", port);
+  while (d != NULL && (e = readdir(d)) != NULL && pid == 0) {
+    char path[300], buf[8192];
+    FILE *f;
+    size_t n;
+    if (e->d_name[0] < '0' || e->d_name[0] > '9')
+      continue;
+    snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+    if ((f = fopen(path, "r")) == NULL)
+      continue;
+    n = fread(buf, 1, sizeof(buf) - 2, f);
+    fclose(f);
+    for (size_t k = 0; k < n; k++)
+      if (buf[k] == '\0')
+        buf[k] = ' ';
+    buf[n] = '\0';
+    if (strstr(buf, "dask-scheduler") != NULL && strstr(buf, pat) != NULL)
+      pid = atol(e->d_name);
+  }
+  if (d != NULL)
+    closedir(d);
+  return pid;
+}
+
+/* ---- the library path ----------------------------------------------------------------------- */
+
+static void test_library_cluster(void) {
+  lc_group_report *rep = NULL;
+  lc_runtime_options o = th_options();
+  lc_cluster_options co = LC_CLUSTER_OPTIONS_INIT;
+  const char *hosts[HOSTS];
+  char names[HOSTS][16];
+  const char *args[] = {"nthreads=1", NULL};
+  int per_host[HOSTS] = {0};
+  client_out out;
+  uint64_t t0;
+  int r;
+
+  for (int i = 0; i < HOSTS; i++) {
+    snprintf(names[i], sizeof(names[i]), "lab%d", i);
+    hosts[i] = names[i];
+  }
+  LC_REQUIRE_OK(lc_group_connect(&rep, group, hosts, HOSTS, &o));
+  LC_CHECK(lc_group_report_failures(rep) == 0);
+  lc_group_report_free(rep);
+  LC_REQUIRE(lc_group_count(group) == HOSTS);
+
+  LC_REQUIRE((dask = lc_cluster_type_find("dask")) != NULL);
+  LC_CHECK_STR(dask->name, "dask");
+  LC_REQUIRE_OK(dask->make(&dask_master, &dask_worker, args));
+  co.master_port = LIB_MASTER;
+  co.worker_ports = LIB_PORTS;
+  /* a loaded 2-core machine starts 8 Dask workers (24 Python processes) slowly */
+  co.master_timeout_ms = 60000;
+  co.worker_timeout_ms = 240000;
+  LC_REQUIRE_OK(lc_cluster_new(&cluster, group, dask_master, dask_worker, &co));
+  t0 = now_ms();
+  r = lc_cluster_start(cluster, WORKERS);
+  if (r < 0)
+    fprintf(stderr, "  start failed: %s\n  log:\n%s\n", lc_error_last(), lc_cluster_log(cluster));
+  LC_REQUIRE_OK(r);
+  fprintf(stderr, "  %d Dask workers on %d hosts ready after %.1f s\n", WORKERS, HOSTS,
+          (double)(now_ms() - t0) / 1000.0);
+  /* the asked port, or (when a recent run's connections still linger on it in TIME_WAIT)
+   * another of the ranges */
+  LC_CHECK(lc_cluster_master_port(cluster) >= LIB_LO && lc_cluster_master_port(cluster) <= LIB_HI);
+  if (lc_cluster_master_port(cluster) != LIB_MASTER)
+    fprintf(stderr, "  note: the master runs on port %d, not %d\n", lc_cluster_master_port(cluster),
+            LIB_MASTER);
+  LC_CHECK_STR(lc_cluster_master_host(cluster), "localhost");
+  LC_REQUIRE(lc_cluster_worker_count(cluster) == WORKERS);
+  for (size_t i = 0; i < WORKERS; i++) {
+    const lc_worker_info *w = lc_cluster_worker(cluster, i);
+    int h = atoi(w->host + 3);
+    LC_CHECK(w->index == (int)i);
+    LC_CHECK(w->port >= LIB_LO && w->port <= LIB_HI);
+    LC_CHECK(w->aux_port >= LIB_LO && w->aux_port <= LIB_HI && w->aux_port != w->port);
+    LC_CHECK(strncmp(w->host, "lab", 3) == 0 && h >= 0 && h < HOSTS);
+    if (h >= 0 && h < HOSTS)
+      per_host[h]++;
+  }
+  for (int h = 0; h < HOSTS; h++)
+    LC_CHECK(per_host[h] == WORKERS / HOSTS); /* round-robin: 2 a host */
+
+  /* the client, here, through the tunnels */
+  t0 = now_ms();
+  run_client(&out, lc_cluster_master_port(cluster), WORKERS);
+  fprintf(stderr, "  client run took %.1f s\n", (double)(now_ms() - t0) / 1000.0);
+  check_client(&out, WORKERS);
+  /* every worker ran the function on the host the library put it on */
+  for (size_t i = 0; i < WORKERS; i++) {
+    const lc_worker_info *w = lc_cluster_worker(cluster, i);
+    LC_CHECK_STR(client_host_of(&out, w->port), w->host);
+  }
+}
+
+/* Every listener of the cluster is on 127.0.0.1: Dask's HTTP servers too (Dask binds them to all
+ * interfaces unless told otherwise, even with --no-dashboard). */
+static void test_listens_on_localhost_only(void) {
+  char wide[2048] = "";
+  long sched;
+  int n;
+  LC_REQUIRE(cluster != NULL && lc_cluster_worker_count(cluster) == WORKERS);
+  for (int i = 0; i < HOSTS; i++) {
+    text_acc *t = calloc(1, sizeof(*t));
+    lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+    lc_exec_result res;
+    char one[1024] = "";
+    LC_REQUIRE(t != NULL);
+    eo.on_line = acc_line;
+    eo.payload = t;
+    eo.timeout_ms = 20000;
+    LC_CHECK_OK(lc_runtime_exec(&res, lc_group_at(group, (size_t)i),
+                                "cat /proc/net/tcp /proc/net/tcp6", &eo));
+    n = wide_listeners(t->buf, one, sizeof(one));
+    if (n > 0)
+      fprintf(stderr, "  %s: listeners on all interfaces:%s\n",
+              lc_runtime_name(lc_group_at(group, (size_t)i)), one);
+    LC_CHECK(n == 0);
+    free(t);
+  }
+  sched = local_scheduler_pid(lc_cluster_master_port(cluster));
+  LC_CHECK(sched > 0);
+  n = sched > 0 ? local_wide_listeners(sched, wide, sizeof(wide)) : -1;
+  if (n > 0)
+    fprintf(stderr, "  the scheduler here listens on all interfaces:%s\n", wide);
+  LC_CHECK(n == 0);
+}
+
+static void test_library_cleanup(void) {
+  uint64_t t0 = now_ms();
+  LC_REQUIRE(cluster != NULL);
+  lc_cluster_free(cluster);
+  cluster = NULL;
+  fprintf(stderr, "  lc_cluster_free took %.1f s\n", (double)(now_ms() - t0) / 1000.0);
+  /* processes and listeners go with the cluster; working directories with the group */
+  check_nothing_left("after lc_cluster_free", HOSTS, "pl", LIB_LO, LIB_HI, (long)getpid(), 15000);
+  lc_group_free(group);
+  group = NULL;
+  check_nothing_left("after lc_group_free", HOSTS, "w", LIB_LO, LIB_HI, (long)getpid(), 15000);
+}
+
+/* ---- the CLI -------------------------------------------------------------------------------- */
+
+typedef struct cli {
+  pid_t pid;
+  int out; /* its stdout */
+  char err_path[4200];
+  int master_port;
+  int nworkers;
+  int wport[64];
+  char whost[64][64];
+  int ready;
+  char stdout_text[16384];
+} cli;
+
+/* Starts lazyclusterctl with the args (NULL-terminated) and env_path as PATH (NULL: ours). */
+static int cli_start(cli *k, const char *const *args, const char *env_path, const char *tag) {
+  int fds[2];
+  const char *ctl = getenv("LC_CTL");
+  memset(k, 0, sizeof(*k));
+  if (ctl == NULL) {
+    fprintf(stderr, "FATAL: LC_CTL (the lazyclusterctl binary) is not set\n");
+    return -1;
+  }
+  snprintf(k->err_path, sizeof(k->err_path), "%s/dask-%s.err", th_dir(), tag);
+  if (pipe(fds) < 0)
+    return -1;
+  fflush(NULL);
+  if ((k->pid = fork()) == 0) {
+    const char *argv[64];
+    int n = 0, e = open(k->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    argv[n++] = ctl;
+    for (const char *const *a = args; *a != NULL && n < 62; a++)
+      argv[n++] = *a;
+    argv[n] = NULL;
+    dup2(fds[1], 1);
+    if (e >= 0)
+      dup2(e, 2);
+    close(fds[0]);
+    close(fds[1]);
+    if (env_path != NULL)
+      setenv("PATH", env_path, 1);
+    execv(ctl, (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  k->out = fds[0];
+  return k->pid > 0 ? 0 : -1;
+}
+
+/* Reads its stdout until "ready:" (1), EOF (0) or the deadline (-1). */
+static int cli_wait_ready(cli *k, int limit_ms) {
+  uint64_t deadline = now_ms() + (uint64_t)limit_ms;
+  size_t used = strlen(k->stdout_text);
+  for (;;) {
+    struct pollfd p = {.fd = k->out, .events = POLLIN};
+    int left = (int)(deadline - now_ms());
+    ssize_t n;
+    char *line;
+    if (now_ms() >= deadline)
+      return -1;
+    if (poll(&p, 1, left) <= 0)
+      continue;
+    if ((n = read(k->out, k->stdout_text + used, sizeof(k->stdout_text) - used - 1)) <= 0)
+      return 0;
+    used += (size_t)n;
+    k->stdout_text[used] = '\0';
+    if ((line = strstr(k->stdout_text, "\nready:")) != NULL && strchr(line + 1, '\n') != NULL) {
+      /* master    localhost:P on H / worker-I   localhost:P on H gpu G */
+      char *s = k->stdout_text;
+      while (s != NULL && *s != '\0') {
+        int idx, port;
+        char h[64];
+        if (sscanf(s, "master localhost:%d", &k->master_port) == 1) {
+        } else if (sscanf(s, "worker-%d localhost:%d on %63s", &idx, &port, h) == 3 &&
+                   k->nworkers < 64) {
+          k->wport[k->nworkers] = port;
+          snprintf(k->whost[k->nworkers], sizeof(k->whost[0]), "%s", h);
+          k->nworkers++;
+        }
+        s = strchr(s, '\n');
+        s = s ? s + 1 : NULL;
+      }
+      k->ready = 1;
+      return 1;
+    }
+  }
+}
+
+/* Waits up to limit_ms for it to end; returns its wait status, or -1 (then it is killed). */
+static int cli_reap(cli *k, int limit_ms) {
+  uint64_t deadline = now_ms() + (uint64_t)limit_ms;
+  int st;
+  for (;;) {
+    pid_t r = waitpid(k->pid, &st, WNOHANG);
+    if (r == k->pid)
+      break;
+    if (now_ms() >= deadline) {
+      kill(k->pid, SIGKILL);
+      waitpid(k->pid, &st, 0);
+      st = -1;
+      break;
+    }
+    pause_ms(50);
+  }
+  close(k->out);
+  return st;
+}
+
+static void cli_show_stderr(cli *k) {
+  char cmd[4400];
+  snprintf(cmd, sizeof(cmd), "sed 's/^/    | /' %s | tail -40 >&2", k->err_path);
+  if (system(cmd) != 0)
+    fprintf(stderr, "  (cannot show %s)\n", k->err_path);
+}
+
+static int cli_stderr_contains(cli *k, const char *needle) {
+  char buf[65536];
+  FILE *f = fopen(k->err_path, "r");
+  size_t n;
+  if (f == NULL)
+    return 0;
+  n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  return strstr(buf, needle) != NULL;
+}
+
+/* `start --type dask --workers 2 --hosts lab0,lab1` until ready, a computation, then SIGINT. */
+static void test_cli_sigint(void) {
+  const char *args[] = {"start", "--type", "dask", "--workers", "2", "--hosts", "lab0,lab1",
+                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
+                        "--timeout", "240", "--master-timeout", "60", NULL};
+  client_out out;
+  cli k;
+  uint64_t t0 = now_ms();
+  int st, ready;
+  LC_REQUIRE(cli_start(&k, args, NULL, "sigint") == 0);
+  ready = cli_wait_ready(&k, 300000);
+  if (ready != 1) {
+    fprintf(stderr, "  no \"ready:\" (%d); stdout:\n%s\n  stderr:\n", ready, k.stdout_text);
+    cli_show_stderr(&k);
+    kill(k.pid, SIGINT);
+    cli_reap(&k, 30000);
+    LC_REQUIRE(ready == 1);
+  }
+  fprintf(stderr, "  lazyclusterctl ready after %.1f s\n", (double)(now_ms() - t0) / 1000.0);
+  LC_CHECK(k.master_port >= CLI_LO && k.master_port <= CLI_HI);
+  LC_CHECK(k.nworkers == 2);
+  run_client(&out, k.master_port, 2);
+  check_client(&out, 2);
+  for (int i = 0; i < k.nworkers; i++)
+    LC_CHECK_STR(client_host_of(&out, k.wport[i]), k.whost[i]);
+  {
+    int seen0 = 0, seen1 = 0;
+    for (int i = 0; i < out.nhosts; i++) {
+      seen0 += strcmp(out.host[i], "lab0") == 0;
+      seen1 += strcmp(out.host[i], "lab1") == 0;
+    }
+    LC_CHECK(seen0 == 1 && seen1 == 1);
+  }
+  t0 = now_ms();
+  kill(k.pid, SIGINT);
+  st = cli_reap(&k, 60000);
+  fprintf(stderr, "  lazyclusterctl stopped %.1f s after SIGINT\n",
+          (double)(now_ms() - t0) / 1000.0);
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+    fprintf(stderr, "  wait status %d; stderr:\n", st);
+    cli_show_stderr(&k);
+  }
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  LC_CHECK(cli_stderr_contains(&k, "stopping (SIGINT)"));
+  /* it returned after tearing down: nothing should need more than a moment */
+  check_nothing_left("after SIGINT", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
+}
+
+/* SIGKILL of lazyclusterctl: the lifelines end everything within the heartbeat limit. */
+static void test_cli_sigkill(void) {
+  const char *args[] = {"start", "--type", "dask", "--workers", "2", "--hosts", "lab2,lab3",
+                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
+                        "--timeout", "240", "--master-timeout", "60", "--heartbeat", "3", NULL};
+  cli k;
+  int ready;
+  LC_REQUIRE(cli_start(&k, args, NULL, "sigkill") == 0);
+  ready = cli_wait_ready(&k, 300000);
+  if (ready != 1) {
+    fprintf(stderr, "  no \"ready:\" (%d); stdout:\n%s\n  stderr:\n", ready, k.stdout_text);
+    cli_show_stderr(&k);
+  }
+  LC_CHECK(ready == 1);
+  kill(k.pid, SIGKILL);
+  cli_reap(&k, 10000);
+  /* hosts 2 and 3 are the ones used: look at all four (0 and 1 must stay clean too). First the
+   * processes and listeners, then the working directories (their keepers remove them when their
+   * lifelines end, here and on the hosts) */
+  check_nothing_left("after SIGKILL (heartbeat 3 s)", HOSTS, "pl", CLI_LO, CLI_HI, (long)k.pid,
+                     30000);
+  check_nothing_left("after SIGKILL (heartbeat 3 s), working directories", HOSTS, "w", CLI_LO,
+                     CLI_HI, (long)k.pid, 10000);
+}
+
+/* Workers not ready within --timeout: the error says so (the launcher's message), and the start
+ * is undone. The worker is held back by a preload that sleeps (the file is on the shared file
+ * system, so the host sees it), so the timeout is certain whatever the machine's speed. */
+static void test_cli_worker_timeout_message(void) {
+  char preload[4200], wargs[4300];
+  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab0",
+                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
+                        "--timeout", "2", "--master-timeout", "60", "--type-arg", wargs, NULL};
+  FILE *f;
+  cli k;
+  int st;
+  snprintf(preload, sizeof(preload), "%s/dask_slow_preload.py", th_dir());
+  LC_REQUIRE((f = fopen(preload, "w")) != NULL);
+  fputs("import time\ntime.sleep(60)\n", f);
+  fclose(f);
+  snprintf(wargs, sizeof(wargs), "worker_args=--preload %s", preload);
+  LC_REQUIRE(cli_start(&k, args, NULL, "timeout") == 0);
+  LC_CHECK(cli_wait_ready(&k, 300000) == 0); /* ends without "ready:" */
+  st = cli_reap(&k, 60000);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
+  if (!cli_stderr_contains(&k, "did not report 1 workers")) {
+    fprintf(stderr, "  the message does not give the cause:\n");
+    cli_show_stderr(&k);
+  }
+  LC_CHECK(cli_stderr_contains(&k, "did not report 1 workers"));
+  LC_CHECK(!cli_stderr_contains(&k, "still running after 0 ms"));
+  check_nothing_left("after the failed start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+}
+
+/* A python3 without Dask first in PATH (here: the Dask interpreter with -S, so without its
+ * site-packages, like a virtualenv without system packages) must not break the readiness check:
+ * dask-scheduler itself runs under the interpreter Dask is installed for. */
+static void test_cli_python3_without_dask_in_path(void) {
+  char dir[4200], script[4300], path[8192], cmd[8400];
+  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab1",
+                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
+                        "--timeout", "120", "--master-timeout", "60", NULL};
+  FILE *f;
+  cli k;
+  int ready, st;
+  snprintf(dir, sizeof(dir), "%s/venv-bin", th_dir());
+  snprintf(script, sizeof(script), "%s/python3", dir);
+  mkdir(dir, 0755);
+  LC_REQUIRE((f = fopen(script, "w")) != NULL);
+  fprintf(f, "#!/bin/sh\nexec %s -S \"$@\"\n", python);
+  fclose(f);
+  chmod(script, 0755);
+  snprintf(cmd, sizeof(cmd), "%s -c 'import distributed' 2>/dev/null", script);
+  LC_REQUIRE(system(cmd) != 0); /* the stand-in has no Dask indeed */
+  snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+  LC_REQUIRE(cli_start(&k, args, path, "venv") == 0);
+  ready = cli_wait_ready(&k, 300000);
+  if (ready != 1) {
+    fprintf(stderr, "  no \"ready:\" with a python3 without Dask first in PATH; stderr:\n");
+    cli_show_stderr(&k);
+  }
+  LC_CHECK(ready == 1);
+  kill(k.pid, SIGINT);
+  st = cli_reap(&k, 60000);
+  LC_CHECK(st != -1 && WIFEXITED(st));
+  check_nothing_left("after the python3 test", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+}
+
+/* ---- setup ---------------------------------------------------------------------------------- */
+
+/* The interpreter Dask is installed for: python3 when it has distributed, else the one
+ * dask-scheduler's #! line names. When python3 in PATH is not that one, PATH is changed so that
+ * it is (the dask type's readiness check runs plain `python3` here: see the python3 test). */
+static int find_python(void) {
+  FILE *p;
+  char line[4096];
+  if (system("python3 -c 'import distributed' >/dev/null 2>&1") == 0) {
+    if ((p = popen("python3 -c 'import sys; print(sys.executable)'", "r")) != NULL) {
+      if (fgets(line, sizeof(line), p) != NULL && line[0] == '/') {
+        line[strcspn(line, "\n")] = '\0';
+        snprintf(python, sizeof(python), "%s", line);
+      }
+      pclose(p);
+    }
+    return 0;
+  }
+  if ((p = popen("head -1 \"$(command -v dask-scheduler)\" 2>/dev/null", "r")) == NULL)
+    return -1;
+  line[0] = '\0';
+  if (fgets(line, sizeof(line), p) == NULL)
+    line[0] = '\0';
+  pclose(p);
+  line[strcspn(line, "\n")] = '\0';
+  if (strncmp(line, "#!/", 3) != 0 || strchr(line, ' ') != NULL) {
+    fprintf(stderr, "FATAL: Dask is not installed (apt-get install python3-distributed): no "
+                    "python3 with distributed, no dask-scheduler\n");
+    return -1;
+  }
+  snprintf(python, sizeof(python), "%s", line + 2);
+  {
+    char dir[4096], *slash, path[16384];
+    snprintf(dir, sizeof(dir), "%s", python);
+    if ((slash = strrchr(dir, '/')) != NULL)
+      *slash = '\0';
+    snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH") ? getenv("PATH") : "");
+    setenv("PATH", path, 1);
+    fprintf(stderr, "note: python3 in PATH has no Dask; using %s, with %s first in PATH\n",
+            python, dir);
+  }
+  return system("python3 -c 'import distributed' >/dev/null 2>&1") == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+  static const lc_test_case tests[] = {
+      LC_TEST(test_library_cluster),
+      LC_TEST(test_listens_on_localhost_only),
+      LC_TEST(test_library_cleanup),
+      LC_TEST(test_cli_sigint),
+      LC_TEST(test_cli_sigkill),
+      LC_TEST(test_cli_worker_timeout_message),
+      LC_TEST(test_cli_python3_without_dask_in_path),
+  };
+  FILE *f;
+  int r;
+  signal(SIGPIPE, SIG_IGN);
+  gethostname(hostname_here, sizeof(hostname_here) - 1);
+  if (find_python() < 0)
+    return 2;
+  snprintf(client_py, sizeof(client_py), "%s/dask_client.py", th_dir());
+  if ((f = fopen(client_py, "w")) == NULL || fputs(client_source, f) < 0 || fclose(f) != 0) {
+    fprintf(stderr, "FATAL: cannot write %s\n", client_py);
+    return 2;
+  }
+  if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0) {
+    fprintf(stderr, "FATAL: setup failed: %s\n", lc_error_last());
+    return 2;
+  }
+  r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+  lc_cluster_free(cluster);
+  lc_group_free(group);
+  if (dask != NULL && dask->release != NULL)
+    dask->release(dask_master, dask_worker);
+  lc_engine_free(engine);
+  return r;
+}
