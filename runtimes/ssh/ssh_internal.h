@@ -11,7 +11,7 @@
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 
-#define WRITE_CHUNK (64 * 1024)
+#define WRITE_CHUNK (256 * 1024)
 
 typedef struct sconn sconn;
 typedef struct schan schan;
@@ -41,7 +41,8 @@ struct schan {
   int origin_port;
   uv_stream_t *stream;  /* owned (uv_tcp_t or uv_pipe_t on the heap) */
   uv_connect_t creq;    /* remote forward: connecting the stream to the target */
-  lc__buf to_chan;      /* read from the stream, not yet written into the channel */
+  lc__buf to_chan;      /* read from the stream; from to_chan_off on not yet in the channel */
+  size_t to_chan_off;
   int stream_eof;       /* the stream said EOF */
   int chan_eof_sent;
   uv_write_t wreq;

@@ -72,11 +72,16 @@ static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 static void on_stream_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   schan *k = st->data;
   if (n > 0) {
+    if (k->to_chan_off > 0 && k->to_chan_off >= k->to_chan.len - k->to_chan_off) {
+      /* compact only once the written part outweighs the rest: copying stays linear */
+      lc__buf_consume(&k->to_chan, k->to_chan_off);
+      k->to_chan_off = 0;
+    }
     if (lc__buf_append(&k->to_chan, buf->base, (size_t)n) < 0) {
       lc__tunnel_end(k);
       return;
     }
-    if (k->to_chan.len >= RELAY_BUF_MAX)
+    if (k->to_chan.len - k->to_chan_off >= RELAY_BUF_MAX)
       uv_read_stop(st);
   } else if (n < 0) {
     uv_read_stop(st);
@@ -169,22 +174,25 @@ void lc__tunnel_pump(schan *k) {
       k->shut_done = 1;
   }
   /* stream -> channel, within the window and the write gate */
-  while (k->to_chan.len > 0 && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
+  while (k->to_chan.len > k->to_chan_off && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
     uint32_t win = ssh_channel_window_size(k->ch);
-    size_t len = k->to_chan.len < WRITE_CHUNK ? k->to_chan.len : WRITE_CHUNK;
+    size_t pending = k->to_chan.len - k->to_chan_off;
+    size_t len = pending < WRITE_CHUNK ? pending : WRITE_CHUNK;
     if (win == 0)
       break;
     if (len > win)
       len = win;
-    if ((n = ssh_channel_write(k->ch, k->to_chan.data, (uint32_t)len)) < 0) {
+    if ((n = ssh_channel_write(k->ch, k->to_chan.data + k->to_chan_off, (uint32_t)len)) < 0) {
       lc__tunnel_end(k);
       return;
     }
-    lc__buf_consume(&k->to_chan, (size_t)n);
+    k->to_chan_off += (size_t)n;
+    if (k->to_chan_off == k->to_chan.len)
+      k->to_chan.len = k->to_chan_off = 0;
   }
-  if (!k->stream_eof && k->to_chan.len < RELAY_BUF_MAX / 2)
+  if (!k->stream_eof && k->to_chan.len - k->to_chan_off < RELAY_BUF_MAX / 2)
     uv_read_start(k->stream, relay_alloc, on_stream_read);
-  if (k->stream_eof && k->to_chan.len == 0 && !k->chan_eof_sent &&
+  if (k->stream_eof && k->to_chan.len == k->to_chan_off && !k->chan_eof_sent &&
       !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
     k->chan_eof_sent = 1;
     ssh_channel_send_eof(k->ch);
