@@ -97,18 +97,10 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
   return lc__template_expand(out, t->worker_cmd, w->master_port, w, NULL);
 }
 
-static const char *arg(const char *const *args, const char *key) {
-  size_t n = strlen(key);
-  for (; args != NULL && *args != NULL; args++)
-    if (strncmp(*args, key, n) == 0 && (*args)[n] == '=')
-      return *args + n + 1;
-  return NULL;
-}
-
 static int command_make(lc_master_launcher **master, lc_worker_launcher **worker,
                         const char *const *args) {
   command_type *t;
-  const char *m = arg(args, "master"), *w = arg(args, "worker");
+  const char *m = lc__type_arg(args, "master"), *w = lc__type_arg(args, "worker");
   char *check = NULL;
   lc_worker_info probe = {.host = "h", .workdir = "/w"};
   int r;
@@ -137,7 +129,7 @@ static int command_make(lc_master_launcher **master, lc_worker_launcher **worker
   t->worker.version = LC_WORKER_LAUNCHER_VERSION;
   t->worker.data = t;
   t->worker.command = worker_command;
-  t->worker.mesh = arg(args, "mesh") != NULL && strcmp(arg(args, "mesh"), "0") != 0;
+  t->worker.mesh = lc__type_arg(args, "mesh") != NULL && strcmp(lc__type_arg(args, "mesh"), "0") != 0;
   *master = &t->master;
   *worker = &t->worker;
   return 0;

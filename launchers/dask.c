@@ -65,18 +65,10 @@ static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeou
   return 0;
 }
 
-static const char *arg(const char *const *args, const char *key) {
-  size_t n = strlen(key);
-  for (; args != NULL && *args != NULL; args++)
-    if (strncmp(*args, key, n) == 0 && (*args)[n] == '=')
-      return *args + n + 1;
-  return NULL;
-}
-
 static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
                      const char *const *args) {
   dask_type *t = lc__calloc(1, sizeof(*t));
-  const char *nt = arg(args, "nthreads");
+  const char *nt = lc__type_arg(args, "nthreads");
   *master = NULL;
   *worker = NULL;
   if (t == NULL)
@@ -86,8 +78,8 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
     free(t);
     return lc__error_set(-EINVAL, "dask: nthreads=%s: want a number, 1 or more", nt);
   }
-  t->scheduler_args = lc__strdup(arg(args, "scheduler_args"));
-  t->worker_args = lc__strdup(arg(args, "worker_args"));
+  t->scheduler_args = lc__strdup(lc__type_arg(args, "scheduler_args"));
+  t->worker_args = lc__strdup(lc__type_arg(args, "worker_args"));
   t->master.version = LC_MASTER_LAUNCHER_VERSION;
   t->master.data = t;
   t->master.command = master_command;

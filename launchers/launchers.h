@@ -10,6 +10,9 @@
 int lc__template_expand(char **out, const char *tmpl, int master_port, const lc_worker_info *w,
                         const char *master_host);
 
+/* The value of KEY=VALUE among a type's args, or NULL. */
+const char *lc__type_arg(const char *const *args, const char *key);
+
 /* The runtime the master runs on. */
 lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 

@@ -9,6 +9,14 @@
 
 static const lc_cluster_type *const builtin[] = {&lc__command_type, &lc__dask_type};
 
+const char *lc__type_arg(const char *const *args, const char *key) {
+  size_t n = strlen(key);
+  for (; args != NULL && *args != NULL; args++)
+    if (strncmp(*args, key, n) == 0 && (*args)[n] == '=')
+      return *args + n + 1;
+  return NULL;
+}
+
 const lc_cluster_type *lc_cluster_type_find(const char *name) {
   for (size_t i = 0; name != NULL && i < LC_ARRAY_SIZE(builtin); i++)
     if (strcmp(builtin[i]->name, name) == 0)
