@@ -347,6 +347,13 @@ int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int p
   if (target_port < 1 || target_port > 65535)
     return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)",
                          target_port);
+  if (kind == LC_FORWARD_REMOTE || rt->ops == &lc__local_ops) {
+    struct sockaddr_storage probe;
+    if (lc__forward_target_addr(&probe, target_host, target_port) < 0)
+      return lc__error_set(-EINVAL, "forward: target %s must be an IP address or localhost: "
+                                    "this machine connects to it",
+                           target_host);
+  }
   if (strcmp(bind, "localhost") == 0)
     bind = "127.0.0.1";
   if (strcmp(bind, "127.0.0.1") != 0 && strcmp(bind, "::1") != 0)
