@@ -724,6 +724,12 @@ int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep
   return 0;
 }
 
+int lc_group_free_port(int *out, lc_group *g, const lc_ports *ranges) {
+  if (g == NULL || ranges == NULL)
+    return lc__error_set(-EINVAL, "group free port: no group or ranges given");
+  return lc_ports_common_free(out, g->rts, g->n, ranges);
+}
+
 int lc_group_expose_local_port(lc_group *g, int port) {
   if (g == NULL)
     return lc__error_set(-EINVAL, "expose: no group given");

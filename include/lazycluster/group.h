@@ -14,6 +14,7 @@
 
 #include "common.h"
 #include "forward.h"
+#include "ports.h"
 #include "runtime.h"
 
 #ifdef __cplusplus
@@ -111,6 +112,12 @@ LC_EXTERN int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_tas
                                 const char *host, lc_group_line_cb on_line, void *payload);
 
 /* ---- ports and tunnels ---------------------------------------------------------------------- */
+
+/**
+ * The first port of ranges free on every runtime of the group and on this machine, reserved in
+ * this process until lc_port_release (see ports.h). Returns 0, LC_ENOPORTS, or a host's error.
+ */
+LC_EXTERN int lc_group_free_port(int *out, lc_group *g, const lc_ports *ranges);
 
 /**
  * Makes port of this machine reachable as localhost:port on every runtime (a remote forward on

@@ -301,6 +301,16 @@ static void test_mesh(void) {
     close(fd);
   }
   LC_CHECK(lc_group_expose_runtime_port(group, "nope", port2) == -ENOENT);
+  {
+    /* the group's common free port skips the ports now exposed everywhere */
+    lc_ports *ranges = NULL;
+    int free_port = 0;
+    LC_REQUIRE_OK(lc_ports_parse(&ranges, "47311-47320"));
+    LC_CHECK_OK(lc_group_free_port(&free_port, group, ranges));
+    LC_CHECK(free_port == 47313);
+    lc_port_release(free_port);
+    lc_ports_free(ranges);
+  }
   LC_CHECK(lc_group_expose_local_port(group, 0) == -EINVAL);
   lc_process_free(srv);
   pthread_detach(th);
