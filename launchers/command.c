@@ -97,10 +97,12 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
   return lc__template_expand(out, t->worker_cmd, w->master_port, w, NULL);
 }
 
+static void command_release(lc_master_launcher *master, lc_worker_launcher *worker);
+
 static int command_make(lc_master_launcher **master, lc_worker_launcher **worker,
                         const char *const *args) {
   command_type *t;
-  const char *m = lc__type_arg(args, "master"), *w = lc__type_arg(args, "worker");
+  const char *m = lc__type_arg(args, "master"), *w = lc__type_arg(args, "worker"), *e;
   char *check = NULL;
   lc_worker_info probe = {.host = "h", .workdir = "/w"};
   int r;
@@ -129,7 +131,17 @@ static int command_make(lc_master_launcher **master, lc_worker_launcher **worker
   t->worker.version = LC_WORKER_LAUNCHER_VERSION;
   t->worker.data = t;
   t->worker.command = worker_command;
-  t->worker.mesh = lc__type_arg(args, "mesh") != NULL && strcmp(lc__type_arg(args, "mesh"), "0") != 0;
+  if ((e = lc__type_arg(args, "expose")) != NULL && strcmp(e, "none") != 0 &&
+      strcmp(e, "here") != 0 && strcmp(e, "mesh") != 0) {
+    command_release(&t->master, &t->worker);
+    return lc__error_set(-EINVAL, "command type: expose=%s: want none, here or mesh", e);
+  }
+  t->worker.mesh = e == NULL || strcmp(e, "none") == 0 ? 0
+                   : strcmp(e, "here") == 0         ? LC_WORKER_HERE
+                                                    : LC_WORKER_MESH;
+  /* mesh=1, the older spelling */
+  if (e == NULL && lc__type_arg(args, "mesh") != NULL && strcmp(lc__type_arg(args, "mesh"), "0"))
+    t->worker.mesh = LC_WORKER_MESH;
   *master = &t->master;
   *worker = &t->worker;
   return 0;

@@ -87,7 +87,7 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
   t->worker.data = t;
   t->worker.command = worker_command;
   t->worker.wait_ready = wait_ready;
-  t->worker.mesh = 1;
+  t->worker.mesh = LC_WORKER_MESH;
   t->worker.aux_port = 1;
   *master = &t->master;
   *worker = &t->worker;

@@ -4,6 +4,7 @@
  * waiting on the process with a short limit, then reading the host's listening ports: never a
  * fixed sleep), tunnels, and undoing a start that failed.
  */
+#include "ports_internal.h"
 #include "runtime_internal.h"
 
 #include <errno.h>
@@ -295,6 +296,86 @@ static int pick_port(lc_cluster *c, int *out, const lc_ports *ranges) {
   return r;
 }
 
+/* Every group runtime's listening ports, one listing each and all at once. */
+typedef struct scan {
+  lc_group *g;
+  lc__portscan *per; /* one per group runtime, in group order */
+} scan;
+
+static void scan_line(const char *host, const char *line, size_t len, lc_stream stream,
+                      void *payload) {
+  scan *sc = payload;
+  if (stream != LC_STDOUT)
+    return;
+  for (size_t i = 0; i < lc_group_count(sc->g); i++)
+    if (strcmp(lc_runtime_name(lc_group_at(sc->g, i)), host) == 0) {
+      lc__portscan_line(&sc->per[i], line, len);
+      return;
+    }
+}
+
+static int scan_group(lc_cluster *c, scan *sc) {
+  lc_group_report *rep = NULL;
+  int r;
+  sc->g = c->group;
+  if ((sc->per = lc__calloc(lc_group_count(c->group), sizeof(*sc->per))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  if ((r = lc_group_exec(&rep, c->group, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; exit 0", NULL,
+                         scan_line, sc)) < 0)
+    return r;
+  for (size_t i = 0; i < lc_group_report_count(rep); i++)
+    if (lc_group_report_error(rep, i) != 0 || sc->per[i].headers == 0) {
+      r = lc__error_set(LC_EREMOTE, "%s: cannot read its listening ports: %s",
+                        lc_group_report_host(rep, i), lc_group_report_message(rep, i));
+      break;
+    }
+  lc_group_report_free(rep);
+  return r;
+}
+
+static int scan_has(const scan *sc, size_t i, int port) {
+  return (sc->per[i].listening[port / 8] >> (port % 8)) & 1;
+}
+
+static size_t group_index(lc_cluster *c, lc_runtime *rt) {
+  for (size_t i = 0; i < lc_group_count(c->group); i++)
+    if (lc_group_at(c->group, i) == rt)
+      return i;
+  return (size_t)-1;
+}
+
+/* n ports from the worker ranges, free on every host (one scan) and here, reserved. */
+static int pick_ports(lc_cluster *c, int *out, size_t n) {
+  scan sc = {0};
+  size_t got = 0;
+  int r;
+  if ((r = scan_group(c, &sc)) < 0)
+    goto out;
+  for (size_t k = 0; k < lc_ports_count(c->worker_ports) && got < n; k++) {
+    int port = lc_ports_at(c->worker_ports, k), taken = 0;
+    for (size_t i = 0; i < lc_group_count(c->group) && !taken; i++)
+      taken = scan_has(&sc, i, port);
+    if (taken || lc_port_reserve(port) < 0)
+      continue;
+    if (lc_port_is_free_local(port) != 1 || keep_port(c, port) < 0) {
+      lc_port_release(port);
+      continue;
+    }
+    out[got++] = port;
+  }
+  if (got < n) {
+    char *ranges = NULL;
+    lc_ports_format(&ranges, c->worker_ports);
+    r = lc__error_set(LC_ENOPORTS, "no free port left in %s: %zu needed, %zu free on all %zu "
+                                   "hosts and this machine",
+                      ranges ? ranges : "the worker ranges", n, got, lc_group_count(c->group));
+    lc_free(ranges);
+  }
+out:
+  free(sc.per);
+  return r;
+}
+
 /* ---- readiness ------------------------------------------------------------------------------ */
 
 /* Waits for port to listen on rt while p lives; -ETIMEDOUT or LC_EREMOTE (p ended). */
@@ -561,6 +642,7 @@ out:
 int lc_cluster_start_workers(lc_cluster *c, int n) {
   size_t first = c->nworkers, mark = c->nports, nslots = 0, fwd_mark = c->fwds.n;
   slot *slots = NULL;
+  int *ports = NULL;
   char msg[4096];
   uint64_t deadline;
   int r = 0;
@@ -584,6 +666,15 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     c->capworkers = cap;
   }
   /* every new worker gets its place and port before any starts: each sees the whole cluster */
+  if (!c->w->portless) {
+    size_t per = c->w->aux_port ? 2 : 1;
+    if ((ports = lc__calloc((size_t)n * per, sizeof(*ports))) == NULL) {
+      r = lc__error_set(-ENOMEM, "out of memory");
+      goto out;
+    }
+    if ((r = pick_ports(c, ports, (size_t)n * per)) < 0)
+      goto out;
+  }
   for (int k = 0; k < n; k++) {
     cworker *w = &c->workers[c->nworkers];
     size_t idx = c->nworkers;
@@ -593,10 +684,11 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     w->info.gpu = slots[idx % nslots].gpu;
     w->info.index = (int)idx;
     w->info.master_port = c->master_port;
-    if (!c->w->portless && (r = pick_port(c, &w->info.port, c->worker_ports)) < 0)
-      goto out;
-    if (c->w->aux_port && (r = pick_port(c, &w->info.aux_port, c->worker_ports)) < 0)
-      goto out;
+    if (!c->w->portless) {
+      w->info.port = ports[k * (c->w->aux_port ? 2 : 1)];
+      if (c->w->aux_port)
+        w->info.aux_port = ports[k * 2 + 1];
+    }
     if ((r = lc_runtime_workdir(&wd, w->rt)) < 0)
       goto out;
     w->host = lc__strdup(lc_runtime_name(w->rt));
@@ -616,10 +708,18 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
   for (size_t i = first; i < c->nworkers; i++) {
     if ((r = worker_spawn(c, &c->workers[i])) < 0)
       goto out;
-    if (c->w->mesh && !c->w->portless &&
+    if (c->w->mesh == LC_WORKER_MESH && !c->w->portless &&
         (r = lc__group_expose(c->group, c->workers[i].rt, c->workers[i].info.port, &c->fwds)) <
             0)
       goto out;
+    if (c->w->mesh == LC_WORKER_HERE && !c->w->portless &&
+        c->workers[i].rt->ops != &lc__local_ops) {
+      lc_forward *f = NULL;
+      if ((r = lc_forward_new(&f, c->workers[i].rt, LC_FORWARD_LOCAL, c->workers[i].info.port,
+                              "127.0.0.1", c->workers[i].info.port, NULL)) < 0 ||
+          (r = lc__fwdlist_add(&c->fwds, f)) < 0)
+        goto out;
+    }
   }
   /* readiness: every port listens (or the launcher says so), every process lives */
   deadline = lc__now_ms() + (uint64_t)c->opts.worker_timeout_ms;
@@ -653,21 +753,23 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
       pending++;
       some = w->proc;
     }
-    /* one listing per host that still has workers to come up */
-    for (size_t i = first; pending > 0 && i < c->nworkers; i++) {
-      lc_ports *l = NULL;
-      cworker *w = &c->workers[i];
-      if (w->ready)
-        continue;
-      if (lc_ports_listening(&l, w->rt, 10000) == 0)
-        for (size_t k = first; k < c->nworkers; k++)
-          if (c->workers[k].rt == w->rt && !c->workers[k].ready &&
-              lc_ports_contains(l, c->workers[k].info.port)) {
-            c->workers[k].ready = 1;
-            pending--;
-            logf_(c, "%s ready on port %d", c->workers[k].tag->tag, c->workers[k].info.port);
-          }
-      lc_ports_free(l);
+    /* one listing of every host per round, all at once */
+    if (pending > 0) {
+      scan sc = {0};
+      if ((r = scan_group(c, &sc)) < 0) {
+        free(sc.per);
+        goto out;
+      }
+      for (size_t i = first; i < c->nworkers; i++) {
+        cworker *w = &c->workers[i];
+        size_t gi = group_index(c, w->rt);
+        if (w->ready || gi == (size_t)-1 || !scan_has(&sc, gi, w->info.port))
+          continue;
+        w->ready = 1;
+        pending--;
+        logf_(c, "%s ready on port %d", w->tag->tag, w->info.port);
+      }
+      free(sc.per);
     }
     if (pending == 0)
       break;
@@ -686,6 +788,7 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
   }
 out:
   free(slots);
+  free(ports);
   if (r < 0) { /* undo this start: its workers, tunnels and ports */
     char saved[LC_ERRMSG_MAX];
     snprintf(saved, sizeof(saved), "%s", lc_error_last());

@@ -290,6 +290,9 @@ static int try_bind(int family, int port) {
     sa = (const struct sockaddr *)&a4;
     salen = sizeof(a4);
   }
+  /* SO_REUSEADDR, as servers (and libuv) bind: connections in TIME_WAIT do not make a port
+   * taken, a listener does */
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   /* EADDRNOTAVAIL on [::]: IPv6 is switched off, so nothing listens there either */
   if (bind(fd, sa, salen) == 0 || (family == AF_INET6 && errno == EADDRNOTAVAIL))
     r = 1;

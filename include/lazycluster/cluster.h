@@ -55,6 +55,9 @@ struct lc_master_launcher {
 
 #define LC_WORKER_LAUNCHER_VERSION 1
 
+#define LC_WORKER_MESH 1 /**< lc_worker_launcher.mesh: each worker's port on every host */
+#define LC_WORKER_HERE 2 /**< lc_worker_launcher.mesh: each worker's port on this machine */
+
 typedef struct lc_worker_launcher lc_worker_launcher;
 
 /** What to run as each worker. */
@@ -69,7 +72,8 @@ struct lc_worker_launcher {
   /** Optional: after a start of n workers, blocks until the cluster sees them all; NULL: ready
    * when every worker's port accepts. */
   int (*wait_ready)(lc_worker_launcher *self, lc_cluster *cluster, int n, int timeout_ms);
-  /** Non-zero: every worker's port is reachable from every host (the worker mesh). */
+  /** LC_WORKER_MESH: every worker's port is reachable from every host; LC_WORKER_HERE: only
+   * from this machine; 0: workers need no tunnels of their own. */
   int mesh;
   /** Non-zero: workers need no port of their own (readiness is then wait_ready's alone). */
   int portless;

@@ -165,6 +165,8 @@ static int exec_write(schan *k) {
   lc_process *p = k->p;
   const char *data;
   size_t n;
+  if (k->remote_closed) /* the process is gone: a late heartbeat or stop has no reader */
+    return 0;
   while (!(ssh_get_poll_flags(k->c->s) & SSH_WRITE_PENDING) && (n = lc__proc_in_peek(p, &data))) {
     uint32_t win = ssh_channel_window_size(k->ch);
     int w;
@@ -208,7 +210,9 @@ static int exec_read(schan *k) {
         }
         if (n == 0 || n == SSH_AGAIN || n == SSH_EOF)
           break;
-        if (ssh_channel_is_eof(k->ch) || ssh_channel_is_closed(k->ch))
+        /* libssh answers an error once the host closed the channel: everything sent before
+         * the close has been read by then */
+        if (ssh_channel_is_eof(k->ch) || ssh_channel_is_closed(k->ch) || k->remote_closed)
           break;
         return -1;
       }
