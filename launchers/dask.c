@@ -22,7 +22,10 @@ typedef struct dask_type {
 static int master_command(lc_master_launcher *self, lc_cluster *c, int port, char **out) {
   dask_type *t = self->data;
   (void)c;
-  *out = lc__sprintf("exec dask-scheduler --host 127.0.0.1 --port %d --no-dashboard %s", port,
+  /* --dashboard-address: its HTTP server would otherwise listen on every interface */
+  *out = lc__sprintf("exec dask-scheduler --host 127.0.0.1 --port %d --no-dashboard "
+                     "--dashboard-address 127.0.0.1:0 %s",
+                     port,
                      t->scheduler_args ? t->scheduler_args : "");
   return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
 }
@@ -32,7 +35,8 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
   dask_type *t = self->data;
   (void)c;
   *out = lc__sprintf("exec dask-worker tcp://127.0.0.1:%d --host 127.0.0.1 --worker-port %d "
-                     "--nanny-port %d --no-dashboard --nthreads %d --memory-limit 0 "
+                     "--nanny-port %d --no-dashboard --dashboard-address 127.0.0.1:0 --nthreads %d "
+                     "--memory-limit 0 "
                      "--name worker-%d %s",
                      w->master_port, w->port, w->aux_port, t->nthreads, w->index,
                      t->worker_args ? t->worker_args : "");
@@ -44,12 +48,16 @@ static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeou
   lc_runtime *rt = lc__cluster_master_runtime(c);
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_exec_result res = {0};
-  char cmd[1024];
+  char cmd[2048];
   int r;
   (void)self;
   (void)n;
+  /* the Python that runs dask-scheduler has Dask; a python3 first in PATH may not */
   snprintf(cmd, sizeof(cmd),
-           "exec python3 -c 'import sys, distributed\n"
+           "py=$(sed -n '1s/^#! *//p' \"$(command -v dask-scheduler)\" 2>/dev/null); "
+           "for p in $py python3 /usr/bin/python3; do \"$p\" -c 'import distributed' "
+           "2>/dev/null && break; done; "
+           "exec \"$p\" -c 'import sys, distributed\n"
            "c = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=%d)\n"
            "c.wait_for_workers(%zu, timeout=%d)\n"
            "print(len(c.scheduler_info()[\"workers\"]))'",

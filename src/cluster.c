@@ -724,11 +724,15 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
   /* readiness: every port listens (or the launcher says so), every process lives */
   deadline = lc__now_ms() + (uint64_t)c->opts.worker_timeout_ms;
   if (c->w->wait_ready != NULL) {
+    char why[LC_ERRMSG_MAX];
     r = c->w->wait_ready(c->w, c, n, c->opts.worker_timeout_ms);
+    snprintf(why, sizeof(why), "%s", lc_error_last());
     for (size_t i = first; r < 0 && i < c->nworkers; i++) {
       cworker *w = &c->workers[i];
-      if (lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT)
+      if (lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT) {
+        lc__error_set(r, "%s", why); /* a worker still running: the launcher's reason stands */
         continue;
+      }
       describe(c, w->tag, w->proc, msg, sizeof(msg));
       r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->tag->tag, msg);
     }
