@@ -43,15 +43,21 @@
  * (cudaMalloc/cudaMemcpy) and runs cublasSdot there; without cuBLAS it copies them back and sums
  * on the CPU (a device round trip, CPU arithmetic). Any CUDA failure falls back to the CPU for
  * the rest of the run. Each worker prints "compute: ..." with what it uses and why.
- * LC_CUDART_PATH (also read by the library's GPU probe) names the runtime library to load; the
- * launcher passes it on to every worker.
+ * LC_CUDART_PATH (also read by the library's GPU probe) and LC_CUBLAS_PATH name the libraries to
+ * load instead; the launcher passes them on to every process of the cluster.
  *
- * What was run (CI and by hand, on a machine with the CUDA 13 toolkit but no GPU and no driver):
- * the CPU path on 3 test hosts with 6 workers, where libcudart loads and cudaGetDeviceCount
- * reports error 35 (no driver), and on this machine alone with LC_CUDART_PATH pointing nowhere
- * (no CUDA runtime at all): tests/integration.custom_cluster.cmake. What was NOT run: the GPU
- * path itself (cudaMalloc, cudaMemcpy, cublasSdot_v2 on a device); it compiles, is written
- * against the CUDA 11-13 runtime and cuBLAS v2 C ABI, and waits for a machine with a GPU.
+ * What was run (CI and by hand, on a machine with the CUDA 13 toolkit but no GPU and no driver;
+ * tests/integration.custom_cluster.cmake):
+ *   - 3 test hosts, 6 workers: libcudart loads, cudaGetDeviceCount reports error 35 (no driver),
+ *     the workers compute on the CPU;
+ *   - this machine alone with LC_CUDART_PATH pointing nowhere: no CUDA runtime at all, CPU;
+ *   - this machine alone with a stand-in CUDA runtime and cuBLAS
+ *     (tests/integration/fake_cuda_compute.c: "device" memory is host memory whose every use is
+ *     checked: copy directions and sizes, sdot on device vectors into a host result): the GPU
+ *     code below runs through cudaMalloc, cudaMemcpy and cublasSdot_v2, through the round trip
+ *     without cuBLAS, and through the fall back to the CPU when copies fail.
+ * What was NOT run: any of it on a real GPU. The calls are the CUDA runtime's and cuBLAS v2's
+ * stable C ABI (CUDA 11 to 13), but a real device has not yet executed this program.
  *
  * Protocol between master and workers, one text line each way:
  *   worker: HELLO <index> <count> <host> <how it computes>
@@ -837,8 +843,9 @@ static int run_launcher(int argc, char **argv) {
   lc_cluster *c = NULL;
   lc_runtime_options ro;
   lc_cluster_options co;
-  const char *ssh_config = NULL, *env[2] = {NULL, NULL};
-  char *hosts = NULL, *cudart_env = NULL;
+  const char *ssh_config = NULL, *env[3] = {NULL, NULL, NULL};
+  char *hosts = NULL, *pass[2] = {NULL, NULL};
+  size_t nenv = 0;
   pthread_condattr_t ca;
   int nworkers = 0, status = 1, r;
   size_t hostlen = 0;
@@ -957,15 +964,17 @@ static int run_launcher(int argc, char **argv) {
     goto out;
 
   /* The cluster: our two launchers over the group. Every line its processes write comes to
-   * on_line; LC_CUDART_PATH, when set here, goes to every process. */
+   * on_line; LC_CUDART_PATH and LC_CUBLAS_PATH, when set here, go to every process. */
   lc_cluster_options_init(&co);
   co.on_line = on_line;
   co.payload = &a;
-  if (getenv("LC_CUDART_PATH") != NULL &&
-      (cudart_env = strdup_printf("LC_CUDART_PATH=%s", getenv("LC_CUDART_PATH"))) != NULL) {
-    env[0] = cudart_env;
-    co.env = env;
+  for (int i = 0; i < 2; i++) {
+    const char *name = i == 0 ? "LC_CUDART_PATH" : "LC_CUBLAS_PATH";
+    if (getenv(name) != NULL &&
+        (pass[i] = strdup_printf("%s=%s", name, getenv(name))) != NULL)
+      env[nenv++] = pass[i];
   }
+  co.env = env;
   if ((r = lc_cluster_new(&c, g, &a.master, &a.worker, &co)) < 0 ||
       (r = lc_cluster_start(c, nworkers)) < 0) {
     fprintf(stderr, "custom_cluster: the cluster did not start: %s\n", lc_error_last());
@@ -1014,7 +1023,8 @@ out:
   lc_engine_free(engine);
   pthread_cond_destroy(&a.cv);
   pthread_mutex_destroy(&a.mu);
-  free(cudart_env);
+  free(pass[0]);
+  free(pass[1]);
   free(hosts);
   return status;
 }
