@@ -17,7 +17,7 @@ tmp=$(mktemp -d)
 pid=
 cleanup() {
   [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
-  for i in 0 1 2; do "$th" exec $i -- rm -rf /root/lcbin 2>/dev/null; done
+  for i in 0 1 2; do "$th" exec $i -- rm -rf /root/lcbin-plugin 2>/dev/null; done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -85,10 +85,10 @@ check "no working directory left" [ -z "$(ls -A "$HOME/.cache/lazycluster" 2>/de
 # which the hosts may not see when it lies under /tmp)
 token=hey-$$-$RANDOM
 for i in 0 1 2; do
-  "$th" exec $i -- sh -c 'mkdir -p /root/lcbin && cat >/root/lcbin/lazyclusterctl &&
-    chmod +x /root/lcbin/lazyclusterctl' <"$ctl"
+  "$th" exec $i -- sh -c 'mkdir -p /root/lcbin-plugin && cat >/root/lcbin-plugin/lazyclusterctl &&
+    chmod +x /root/lcbin-plugin/lazyclusterctl' <"$ctl"
 done
-start -F "$cfg" --hosts lab0,lab1,lab2 --type "$so" --type-arg serve=/root/lcbin/lazyclusterctl \
+start -F "$cfg" --hosts lab0,lab1,lab2 --type "$so" --type-arg serve=/root/lcbin-plugin/lazyclusterctl \
   --type-arg mesh=1 --type-arg greeting=$token --master-host lab1 --workers 4; ok=$?
 check "hosts: start reaches ready:" [ "$ok" -eq 0 ]
 table >"$tmp/table"
