@@ -388,8 +388,11 @@ static int wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_m
       return LC_EREMOTE;
     up = lc_ports_listening(&l, rt, 10000) == 0 && lc_ports_contains(l, port);
     lc_ports_free(l);
-    if (up)
+    /* listening, and still alive: a process that died of "address in use" is not ready */
+    if (up && lc_process_wait(NULL, p, 0) == -ETIMEDOUT)
       return 0;
+    if (up)
+      return LC_EREMOTE;
     if (lc__now_ms() >= deadline)
       return -ETIMEDOUT;
     /* the poll interval is a wait on the process: an exit ends it at once */

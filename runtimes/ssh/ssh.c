@@ -140,6 +140,21 @@ static void on_exit_status(ssh_session s, ssh_channel ch, int status, void *user
     lc__proc_exit(k->p, status, 0);
 }
 
+/*
+ * Output arrives through the data callback, as libssh processes each packet: once the host's
+ * CLOSE is processed, libssh refuses to read what is still buffered, so reading after the fact
+ * could lose the last bytes of a command's output.
+ */
+static int on_exec_data(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
+                        void *userdata) {
+  schan *k = userdata;
+  (void)s;
+  (void)ch;
+  if (k->p != NULL)
+    lc__proc_data(k->p, is_stderr ? LC_STDERR : LC_STDOUT, data, len);
+  return (int)len;
+}
+
 static void on_channel_close(ssh_session s, ssh_channel ch, void *userdata) {
   schan *k = userdata;
   (void)s;
@@ -277,6 +292,7 @@ static void exec_pump(schan *k) {
     k->cb.channel_exit_status_function = on_exit_status;
     k->cb.channel_exit_signal_function = on_exit_signal;
     k->cb.channel_close_function = on_channel_close;
+    k->cb.channel_data_function = on_exec_data;
     ssh_set_channel_callbacks(k->ch, &k->cb);
     k->state = CH_EXEC;
     /* fall through */
