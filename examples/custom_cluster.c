@@ -85,8 +85,8 @@
 
 /* ==== the job ================================================================================ */
 
-#define TOTAL (1L << 24) /* elements of each vector */
-#define CHUNK (1L << 16) /* elements per work item: TOTAL / CHUNK = 256 items */
+#define TOTAL (1L << 24)        /* elements of each vector */
+#define CHUNK (1L << 16)        /* elements per work item: TOTAL / CHUNK = 256 items */
 #define BINARY "custom_cluster" /* this program's name in each host's working directory */
 
 static float xval(long i) { return (float)(i % 13); }
@@ -127,11 +127,11 @@ typedef struct compute {
   int (*BlasDestroy)(void *handle);
   int (*BlasSdot)(void *handle, int n, const float *x, int incx, const float *y, int incy,
                   float *result);
-  void *blas;         /* the cuBLAS handle, or NULL */
-  float *dx, *dy;     /* device buffers of CHUNK floats */
-  float *x, *y;       /* host buffers of CHUNK floats */
-  int gpu;            /* non-zero: items go through the GPU */
-  char how[512];      /* what computes, and why: printed and sent to the master */
+  void *blas;     /* the cuBLAS handle, or NULL */
+  float *dx, *dy; /* device buffers of CHUNK floats */
+  float *x, *y;   /* host buffers of CHUNK floats */
+  int gpu;        /* non-zero: items go through the GPU */
+  char how[512];  /* what computes, and why: printed and sent to the master */
 } compute;
 
 /* dlsym into a function pointer (ISO C has no cast between the two pointer kinds). */
@@ -203,8 +203,7 @@ static void compute_open(compute *g) {
   }
   /* CUDA_VISIBLE_DEVICES (set by the cluster to this worker's GPU) makes it device 0 here */
   snprintf(gpu, sizeof(gpu), "GPU %s", visible != NULL ? visible : "0");
-  if ((e = g->SetDevice(0)) != 0 ||
-      (e = g->Malloc((void **)&g->dx, CHUNK * sizeof(float))) != 0 ||
+  if ((e = g->SetDevice(0)) != 0 || (e = g->Malloc((void **)&g->dx, CHUNK * sizeof(float))) != 0 ||
       (e = g->Malloc((void **)&g->dy, CHUNK * sizeof(float))) != 0) {
     snprintf(g->how, sizeof(g->how), "CPU (%s: cannot use it: error %d: %s)", gpu, e,
              cuda_error(g, e));
@@ -219,7 +218,8 @@ static void compute_open(compute *g) {
   }
   if (load_sym(g->cublas, "cublasCreate_v2", &g->BlasCreate) < 0 ||
       load_sym(g->cublas, "cublasDestroy_v2", &g->BlasDestroy) < 0 ||
-      load_sym(g->cublas, "cublasSdot_v2", &g->BlasSdot) < 0 || (e = g->BlasCreate(&g->blas)) != 0) {
+      load_sym(g->cublas, "cublasSdot_v2", &g->BlasSdot) < 0 ||
+      (e = g->BlasCreate(&g->blas)) != 0) {
     g->blas = NULL;
     snprintf(g->how, sizeof(g->how),
              "%s via CUDA %d.%d (device round trip; arithmetic on the CPU: cuBLAS unusable)", gpu,
@@ -342,7 +342,8 @@ static int conn_printf(conn *c, const char *fmt, ...) {
   return 0;
 }
 
-/* Connects to host:port, trying each address it resolves to (localhost may be ::1 and 127.0.0.1). */
+/* Connects to host:port, trying each address it resolves to (localhost may be ::1 and 127.0.0.1).
+ */
 static int connect_to(const char *host, const char *port) {
   struct addrinfo hints, *res = NULL;
   int fd = -1, e;
@@ -372,7 +373,8 @@ static int connect_to(const char *host, const char *port) {
 
 static int run_worker(void) {
   const char *addr = getenv("LAZYCLUSTER_MASTER_ADDR"), *port = getenv("LAZYCLUSTER_MASTER_PORT");
-  const char *index = getenv("LAZYCLUSTER_WORKER_INDEX"), *count = getenv("LAZYCLUSTER_WORKER_COUNT");
+  const char *index = getenv("LAZYCLUSTER_WORKER_INDEX"),
+             *count = getenv("LAZYCLUSTER_WORKER_COUNT");
   const char *host = getenv("LAZYCLUSTER_HOST");
   conn c = {.fd = -1};
   compute g;
@@ -433,8 +435,8 @@ typedef struct client {
   int index; /* the worker's index; -1 until its HELLO */
   char host[64];
   char how[512];
-  long item; /* the item it computes, or -1 */
-  int items; /* items it returned */
+  long item;  /* the item it computes, or -1 */
+  int items;  /* items it returned */
   int parked; /* waiting for an item (before the start, or while the last items are out) */
   int closing;
 } client;
@@ -586,8 +588,8 @@ static void handle_line(client *c, char *line) {
       wake_parked();
     }
     dispatch(c);
-  } else if (sscanf(line, "RESULT %ld %lld", &item, &value) == 2 && item == c->item &&
-             item >= 0 && M.state[item] == ITEM_OUT) {
+  } else if (sscanf(line, "RESULT %ld %lld", &item, &value) == 2 && item == c->item && item >= 0 &&
+             M.state[item] == ITEM_OUT) {
     M.state[item] = ITEM_DONE;
     M.sum += value;
     M.ndone++;
@@ -739,7 +741,8 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *cluster, const l
     return -ENOMEM;
   }
   /* the worker's own directory (with cluster.json) is the current one; its context is in the
-   * environment: LAZYCLUSTER_MASTER_ADDR/_PORT, _WORKER_INDEX/_COUNT, _HOST, CUDA_VISIBLE_DEVICES */
+   * environment: LAZYCLUSTER_MASTER_ADDR/_PORT, _WORKER_INDEX/_COUNT, _HOST, CUDA_VISIBLE_DEVICES
+   */
   *out = strdup_printf("exec %s worker", q);
   free(path);
   lc_free(q);
@@ -781,7 +784,8 @@ static int worker_wait_ready(lc_worker_launcher *self, lc_cluster *cluster, int 
 }
 
 /* Every line of every process of the cluster (engine thread: quick, no blocking calls). */
-static void on_line(const char *tag, const char *line, size_t len, lc_stream stream, void *payload) {
+static void on_line(const char *tag, const char *line, size_t len, lc_stream stream,
+                    void *payload) {
   app *a = payload;
   size_t tl = strlen(tag);
   long long v;
@@ -814,8 +818,8 @@ static int send_self(app *a, lc_group *g) {
       return -ENOMEM;
     r = lc_runtime_send_file(rt, a->self, path, 60000);
     if (r < 0)
-      fprintf(stderr, "custom_cluster: cannot send %s to %s:%s: %s\n", a->self,
-              lc_runtime_name(rt), path, lc_error_last());
+      fprintf(stderr, "custom_cluster: cannot send %s to %s:%s: %s\n", a->self, lc_runtime_name(rt),
+              path, lc_error_last());
     else
       printf("sent %s to %s:%s\n", BINARY, lc_runtime_name(rt), path);
     free(path);
@@ -970,8 +974,7 @@ static int run_launcher(int argc, char **argv) {
   co.payload = &a;
   for (int i = 0; i < 2; i++) {
     const char *name = i == 0 ? "LC_CUDART_PATH" : "LC_CUBLAS_PATH";
-    if (getenv(name) != NULL &&
-        (pass[i] = strdup_printf("%s=%s", name, getenv(name))) != NULL)
+    if (getenv(name) != NULL && (pass[i] = strdup_printf("%s=%s", name, getenv(name))) != NULL)
       env[nenv++] = pass[i];
   }
   co.env = env;

@@ -149,8 +149,10 @@ static int greeter_make(lc_master_launcher **master, lc_worker_launcher **worker
                (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) {
       mesh = *v == '1';
     } else {
-      fprintf(stderr, "greeter: --type-arg %s: unknown, or a bad value (greeting=TEXT, "
-                      "serve=PATH, mesh=0|1)\n", *args);
+      fprintf(stderr,
+              "greeter: --type-arg %s: unknown, or a bad value (greeting=TEXT, "
+              "serve=PATH, mesh=0|1)\n",
+              *args);
       return -EINVAL;
     }
   }

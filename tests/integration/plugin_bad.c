@@ -9,8 +9,7 @@
 
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
 
-static int make(lc_master_launcher **master, lc_worker_launcher **worker,
-                const char *const *args) {
+static int make(lc_master_launcher **master, lc_worker_launcher **worker, const char *const *args) {
   (void)args;
   *master = NULL;
   *worker = NULL;

@@ -66,9 +66,10 @@ common_checks() {
 }
 
 # Nothing of a local run is left: no master or worker (nor their lifelines: their command lines
-# name the program), no listener on the master's port, no working directory. Lifelines end their
-# process groups as the runtime goes, but need not be gone by the time the launcher exits: allow
-# them the kill grace (3 s) and a little.
+# name the program, and the master's its port), no working directory. (Whether the master's port
+# is closed is not asked: on a shared machine another cluster may take 60000 at once.) Lifelines
+# end their process groups as the runtime goes, but need not be gone by the time the launcher
+# exits: allow them the kill grace (3 s) and a little.
 # Known library issue, reported, not failed here: now and then (1 run in 20 before commit
 # 0a1fd65, 1 in 250 after) the working directory keeper's lifeline leaves its watchdog subshell
 # behind (ppid 1, running `sleep 1`) until the heartbeat timeout (15 s). Its command line names
@@ -82,8 +83,6 @@ local_leftovers() {
   for _ in $(seq 50); do [ -z "$left" ] && break; sleep 0.1; left=$(ours); done
   check "$label: no master or worker left (within 5 s)" [ -z "$left" ]
   [ -z "$left" ] || echo "$left" | sed 's/^/  left: /' >&2
-  check "$label: the master's port ${port:-?} is closed" \
-    sh -c '[ -n "$1" ] && ! timeout 3 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null' _ "$port"
   check "$label: no working directory left" [ -z "$(ls -A "$tmp/home/.cache/lazycluster" 2>/dev/null)" ]
   left=$(pgrep -af -- "$tmp/home")
   [ -z "$left" ] || echo "$left" | cut -c1-60 | sed "s/^/  note: outlived the program (the keeper lifeline issue): /" >&2
