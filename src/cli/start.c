@@ -146,7 +146,7 @@ int cli_start(int argc, char **argv) {
   /* the cluster type and its launchers */
   if (strchr(type_name, '/') != NULL || strstr(type_name, ".so") != NULL) {
     if ((r = lc_cluster_type_load(&type_so, type_name)) < 0)
-      return cli_fail("start", r, "cannot load the cluster type");
+      return cli_fail("start", r, "--type");
     type = &type_so;
   } else if ((type = lc_cluster_type_find(type_name)) == NULL) {
     return cli_usage_error("start", "--type %s: unknown (command, dask, or PATH.so)", type_name);

@@ -50,9 +50,9 @@ check "exec counts the failures" grep -q "1 of 3 hosts failed" "$tmp/e3"
 "$ctl" exec -F "$cfg" >"$tmp/o4" 2>&1; rc=$?
 check "exec without a command exits 2" [ "$rc" -eq 2 ]
 "$ctl" exec --fanout zero -- true >"$tmp/o5" 2>&1; rc=$?
-check "a bad --fanout exits 2 and quotes it" [ "$rc" -eq 2 ] && grep -q "zero" "$tmp/o5"
+check "a bad --fanout exits 2 and quotes it" sh -c "[ $rc -eq 2 ] && grep -q zero '$tmp/o5'"
 "$ctl" hosts --inventory /no/such/file >"$tmp/o6" 2>&1; rc=$?
-check "a missing inventory exits 1 and names it" [ "$rc" -eq 1 ] && grep -q "/no/such/file" "$tmp/o6"
+check "a missing inventory exits 1 and names it" sh -c "[ $rc -eq 1 ] && grep -q /no/such/file '$tmp/o6'"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
