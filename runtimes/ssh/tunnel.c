@@ -166,7 +166,7 @@ void lc__tunnel_pump(schan *k) {
     k->writing = 1;
   }
   /* the host's EOF, once everything before it was written: half-close the stream */
-  if (!k->writing && !k->shut_sent && ssh_channel_is_eof(k->ch) &&
+  if (!k->writing && !k->shut_sent && (ssh_channel_is_eof(k->ch) || k->remote_closed) &&
       ssh_channel_poll(k->ch, 0) <= 0) {
     k->shut_sent = 1;
     k->sreq.data = k;
@@ -197,8 +197,9 @@ void lc__tunnel_pump(schan *k) {
     k->chan_eof_sent = 1;
     ssh_channel_send_eof(k->ch);
   }
-  if (k->remote_closed || ssh_channel_is_closed(k->ch) ||
-      (k->shut_done && k->chan_eof_sent && !k->writing))
+  /* the host's CLOSE can come while its last data still waits here (libssh delays the close
+   * until that is read): end only once everything it sent reached the stream */
+  if (!k->writing && k->shut_done && (k->chan_eof_sent || k->remote_closed))
     lc__tunnel_end(k);
 }
 
