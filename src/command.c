@@ -25,6 +25,9 @@ static const char lifeline_sh[] =
     ": >\"$f\" 2>/dev/null || f=\n"
     "LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- &\n"
     "p=$!\n"
+    /* the wrapper itself writes nothing: a shell's job message into a channel the host already
+     * closed would kill it with SIGPIPE before it ends the group and its watchdog */
+    "exec >/dev/null 2>&1\n"
     /* sweep SIG: processes that left the group (setsid, daemons) still carry LC_LIFELINE */
     "sweep() {\n"
     "  z=1\n"
