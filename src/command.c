@@ -25,6 +25,8 @@ static const char lifeline_sh[] =
     ": >\"$f\" 2>/dev/null || f=\n"
     "LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- &\n"
     "p=$!\n"
+    /* its own group exists only once setsid ran: until then a stop could not reach it */
+    "while kill -0 \"$p\" 2>/dev/null && ! kill -0 -\"$p\" 2>/dev/null; do :; done\n"
     /* the wrapper itself writes nothing: a shell's job message into a channel the host already
      * closed would kill it with SIGPIPE before it ends the group and its watchdog */
     "exec >/dev/null 2>&1\n"
