@@ -31,19 +31,26 @@ static uint64_t now_ms(void) {
 static lc_group *group;
 static char self_path[4096];
 
-/* Accepts connections on 127.0.0.1:port and greets each with "hello from HOSTNAME". */
-static int serve(int port, int max_conns) {
+/* Listens on 127.0.0.1:port; -1 when the port cannot be had. */
+static int serve_listen(int port) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  char host[256] = "?", msg[300];
   int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0)
+    return -1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0)
-    return 1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(fd, 64) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Greets each of max_conns connections with "hello from HOSTNAME", then closes fd. */
+static void serve_loop(int fd, int max_conns) {
+  char host[256] = "?", msg[300];
   gethostname(host, sizeof(host));
   snprintf(msg, sizeof(msg), "hello from %s\n", host);
-  printf("serving %d\n", port);
-  fflush(stdout);
   for (int i = 0; i < max_conns; i++) {
     int c = accept(fd, NULL, NULL);
     if (c < 0)
@@ -53,11 +60,10 @@ static int serve(int port, int max_conns) {
     close(c);
   }
   close(fd);
-  return 0;
 }
 
 static void *serve_thread(void *arg) {
-  serve(*(int *)arg, HOSTS * 2);
+  serve_loop(*(int *)arg, HOSTS * 2);
   return NULL;
 }
 
@@ -263,16 +269,23 @@ static int host_reads(lc_runtime *rt, int port, const char *want) {
 
 static void test_mesh(void) {
   pthread_t th;
-  int port = 47311, port2 = 47312;
+  int port = 0, port2 = 0, lfd, up = 0;
   char want[300], host[256] = "?";
   lc_process *srv = NULL;
   lc_runtime *lab0 = lc_group_find(group, "lab0");
+  lc_ports *ranges = NULL;
   const char *wd = NULL;
   char remote_bin[4200], cmd[4400];
   LC_REQUIRE(lab0 != NULL);
+  /* Two ports free here and on every host (a fixed port could be any connection's ephemeral
+   * port on this machine); the group keeps them reserved until released. */
+  LC_REQUIRE_OK(lc_ports_parse(&ranges, "47000-47999"));
+  LC_REQUIRE_OK(lc_group_free_port(&port, group, ranges));
+  LC_REQUIRE_OK(lc_group_free_port(&port2, group, ranges));
+  LC_REQUIRE(port != port2);
   /* this machine's port on every host */
-  pthread_create(&th, NULL, serve_thread, &port);
-  usleep(100 * 1000);
+  LC_REQUIRE((lfd = serve_listen(port)) >= 0);
+  pthread_create(&th, NULL, serve_thread, &lfd);
   LC_REQUIRE_OK(lc_group_expose_local_port(group, port));
   gethostname(host, sizeof(host));
   snprintf(want, sizeof(want), "hello from %s", host);
@@ -284,8 +297,11 @@ static void test_mesh(void) {
   LC_REQUIRE_OK(lc_runtime_send_file(lab0, self_path, remote_bin, 60000));
   snprintf(cmd, sizeof(cmd), "%s --serve %d", remote_bin, port2);
   LC_REQUIRE_OK(lc_runtime_spawn(&srv, lab0, cmd, NULL));
-  usleep(300 * 1000);
-  LC_REQUIRE_OK(lc_group_expose_runtime_port(group, "lab0", port2));
+  /* polled: the server is up when lab0 itself reads its greeting */
+  for (uint64_t end = now_ms() + 20000; !up && now_ms() < end;)
+    up = host_reads(lab0, port2, "hello from lab0");
+  LC_CHECK(up);
+  LC_CHECK_OK(lc_group_expose_runtime_port(group, "lab0", port2));
   for (size_t i = 0; i < lc_group_count(group); i++)
     LC_CHECK(host_reads(lc_group_at(group, i), port2, "hello from lab0"));
   {
@@ -302,15 +318,15 @@ static void test_mesh(void) {
   }
   LC_CHECK(lc_group_expose_runtime_port(group, "nope", port2) == -ENOENT);
   {
-    /* the group's common free port skips the ports now exposed everywhere */
-    lc_ports *ranges = NULL;
+    /* released, the two ports are still listening everywhere: the common free port skips them */
     int free_port = 0;
-    LC_REQUIRE_OK(lc_ports_parse(&ranges, "47311-47320"));
+    lc_port_release(port);
+    lc_port_release(port2);
     LC_CHECK_OK(lc_group_free_port(&free_port, group, ranges));
-    LC_CHECK(free_port == 47313);
+    LC_CHECK(free_port != port && free_port != port2);
     lc_port_release(free_port);
-    lc_ports_free(ranges);
   }
+  lc_ports_free(ranges);
   LC_CHECK(lc_group_expose_local_port(group, 0) == -EINVAL);
   lc_process_free(srv);
   pthread_detach(th);
@@ -322,8 +338,13 @@ int main(int argc, char **argv) {
       LC_TEST(test_task),         LC_TEST(test_mesh),
   };
   int r;
-  if (argc == 3 && strcmp(argv[1], "--serve") == 0)
-    return serve(atoi(argv[2]), 1000);
+  if (argc == 3 && strcmp(argv[1], "--serve") == 0) {
+    int fd = serve_listen(atoi(argv[2]));
+    if (fd < 0)
+      return 1;
+    serve_loop(fd, 1000);
+    return 0;
+  }
   signal(SIGPIPE, SIG_IGN);
   if (realpath("/proc/self/exe", self_path) == NULL)
     return 2;
