@@ -66,7 +66,6 @@ static void launcher(int ready_fd) {
   if (lc_runtime_new_local(&rt[HOSTS], engine, &o) < 0 ||
       lc_runtime_spawn(&p, rt[HOSTS], "sleep 4305", NULL) < 0)
     _exit(6);
-  sleep(1); /* let every command start on its host */
   if (write(ready_fd, "r", 1) != 1)
     _exit(7);
   for (;;)
@@ -87,7 +86,16 @@ static void test_sigkill_leaves_nothing(void) {
   close(fds[1]);
   LC_REQUIRE(read(fds[0], &c, 1) == 1);
   close(fds[0]);
-  /* everything runs: 6 sleeps per host (setsid'd one included), one lifeline per command */
+  /* everything runs: 6 sleeps per host (setsid'd one included), one lifeline per command;
+   * polled, since a spawn returns once the host accepted the command, not once it ran */
+  for (uint64_t end = (uint64_t)time(NULL) + 30; (uint64_t)time(NULL) < end;) {
+    int started = count_local("sleep 4305") == 1;
+    for (int i = 0; started && i < HOSTS; i++)
+      started = th_count_procs(i, "^sleep 430") == 6;
+    if (started)
+      break;
+    usleep(100 * 1000);
+  }
   for (int i = 0; i < HOSTS; i++) {
     LC_CHECK(th_count_procs(i, "^sleep 430") == 6);
     LC_CHECK(th_count_procs(i, "sleep 430") >= 6 + 4); /* and a wrapper per command */
