@@ -128,7 +128,7 @@ static const char script_tail[] =
                                   "then\n"
                                   "  m gpu nvidia-smi\n"
                                   "  o=$($t nvidia-smi --query-gpu=index,uuid,name,memory.total "
-                                  "--format=csv,noheader,nounits "
+                                  "--format=csv "
                                   "</dev/null 2>&1); s=$?\n"
                                   "  printf '%s\\n' \"$o\"; m gpu_exit \"$s\"\n"
                                   "  g=2\n"
@@ -226,68 +226,139 @@ long lc__cpulist_count(const char *list) {
 
 /* ---- nvidia-smi ---------------------------------------------------------------------------- */
 
-/* A value nvidia-smi prints where it has none: "[N/A]", "N/A", "[Unknown Error]", ... */
+/* A value nvidia-smi prints where it has none: "[N/A]", "N/A", "[Not Supported]", ... */
 static int smi_unknown(const char *s, size_t len) {
   return len == 0 || (len == 3 && memcmp(s, "N/A", 3) == 0) ||
          (len >= 2 && s[0] == '[' && s[len - 1] == ']');
 }
 
-/* One CSV line "INDEX, UUID, NAME, MEMORY_MIB" into g; -1 when it is not one. The name is
- * everything between the second and the last comma, so a comma in it does no harm. */
-static int smi_line(lc_gpu *g, const char *line, size_t len) {
-  const char *c1 = memchr(line, ',', len), *c2, *cl = NULL, *f;
-  size_t fl;
-  long long v;
+#define SMI_FIELDS_MAX 64
+
+/* Which field of a line holds what (-1: none), as the header names them; ncols fields a line. */
+typedef struct smi_cols {
+  int index, uuid, name, memory, ncols;
+} smi_cols;
+
+static const smi_cols smi_cols_default = {0, 1, 2, 3, 4};
+
+/* Splits [line, line + len) at commas into at most SMI_FIELDS_MAX trimmed fields; -1 for more. */
+static int smi_split(const char *line, size_t len, const char **f, size_t *fl) {
+  int n = 0;
+  const char *p = line, *end = line + len;
+  for (;;) {
+    const char *c = memchr(p, ',', (size_t)(end - p));
+    if (n == SMI_FIELDS_MAX)
+      return -1;
+    f[n] = p;
+    fl[n] = (size_t)((c ? c : end) - p);
+    trim_span(&f[n], &fl[n]);
+    n++;
+    if (c == NULL)
+      return n;
+    p = c + 1;
+  }
+}
+
+static int span_is(const char *s, size_t len, const char *word) {
+  return strlen(word) == len && memcmp(s, word, len) == 0;
+}
+
+/* The header `--format=csv` prints ("index, uuid, name, memory.total [MiB]"), read into *cols;
+ * 0 when the line is one, -1 when it is not. Columns other than these four are kept in place and
+ * ignored, so a header of any query that has them works. */
+static int smi_header(smi_cols *cols, const char *line, size_t len) {
+  const char *f[SMI_FIELDS_MAX];
+  size_t fl[SMI_FIELDS_MAX];
+  smi_cols c = {-1, -1, -1, -1, 0};
+  int n = smi_split(line, len, f, fl), known = 0;
+  if (n < 0)
+    return -1;
+  for (int i = 0; i < n; i++) {
+    if (span_is(f[i], fl[i], "index"))
+      c.index = i;
+    else if (span_is(f[i], fl[i], "uuid") || span_is(f[i], fl[i], "gpu_uuid"))
+      c.uuid = i;
+    else if (span_is(f[i], fl[i], "name") || span_is(f[i], fl[i], "gpu_name"))
+      c.name = i;
+    else if (fl[i] >= 12 && memcmp(f[i], "memory.total", 12) == 0 &&
+             (fl[i] == 12 || f[i][12] == ' '))
+      c.memory = i;
+    else
+      continue;
+    known++;
+  }
+  if (known == 0)
+    return -1;
+  c.ncols = n;
+  *cols = c;
+  return 0;
+}
+
+/* One CSV line into g, its fields where cols says; -1 when it is not one. A line with more fields
+ * than columns has commas in its name, which takes the extra fields. row is the line's place
+ * among the GPU lines, the index when no column gives one. */
+static int smi_line(lc_gpu *g, const smi_cols *cols, const char *line, size_t len, size_t row) {
+  const char *f[SMI_FIELDS_MAX], *v;
+  size_t fl[SMI_FIELDS_MAX], vl;
+  int n = smi_split(line, len, f, fl), extra;
+  long long num;
   memset(g, 0, sizeof(*g));
-  if (c1 == NULL || (c2 = memchr(c1 + 1, ',', len - (size_t)(c1 + 1 - line))) == NULL)
+  if (n < cols->ncols || (n > cols->ncols && cols->name < 0))
     return -1;
-  for (const char *p = c2 + 1; p < line + len; p++)
-    if (*p == ',')
-      cl = p;
-  if (cl == NULL)
-    return -1;
+  extra = n - cols->ncols;
+#define SMI_AT(col) ((col) > cols->name && cols->name >= 0 ? (col) + extra : (col))
   /* index */
-  f = line;
-  fl = (size_t)(c1 - line);
-  trim_span(&f, &fl);
-  if ((v = span_number(f, fl)) < 0 || v >= MAX_GPUS)
-    return -1;
-  g->index = (int)v;
+  if (cols->index >= 0) {
+    v = f[SMI_AT(cols->index)];
+    vl = fl[SMI_AT(cols->index)];
+    if ((num = span_number(v, vl)) < 0 || num >= MAX_GPUS)
+      return -1;
+    g->index = (int)num;
+  } else {
+    if (row >= MAX_GPUS)
+      return -1;
+    g->index = (int)row;
+  }
   /* uuid: "GPU-...", "MIG-..." or unknown */
-  f = c1 + 1;
-  fl = (size_t)(c2 - f);
-  trim_span(&f, &fl);
-  if (!smi_unknown(f, fl)) {
-    if (fl < 5 || (memcmp(f, "GPU-", 4) != 0 && memcmp(f, "MIG-", 4) != 0) ||
-        memchr(f, ' ', fl) != NULL)
-      return -1;
-    copy_mem(g->uuid, sizeof(g->uuid), f, fl);
+  if (cols->uuid >= 0) {
+    v = f[SMI_AT(cols->uuid)];
+    vl = fl[SMI_AT(cols->uuid)];
+    if (!smi_unknown(v, vl)) {
+      if (vl < 5 || (memcmp(v, "GPU-", 4) != 0 && memcmp(v, "MIG-", 4) != 0) ||
+          memchr(v, ' ', vl) != NULL)
+        return -1;
+      copy_mem(g->uuid, sizeof(g->uuid), v, vl);
+    }
   }
-  /* name */
-  f = c2 + 1;
-  fl = (size_t)(cl - f);
-  trim_span(&f, &fl);
-  if (!smi_unknown(f, fl))
-    copy_mem(g->name, sizeof(g->name), f, fl);
-  /* memory.total in MiB (nounits); a "MiB" that slipped through is fine */
-  f = cl + 1;
-  fl = (size_t)(line + len - f);
-  trim_span(&f, &fl);
-  if (fl > 3 && memcmp(f + fl - 3, "MiB", 3) == 0) {
-    fl -= 3;
-    trim_span(&f, &fl);
+  /* name: from its first field to the end of its last */
+  if (cols->name >= 0) {
+    v = f[cols->name];
+    vl = (size_t)(f[cols->name + extra] + fl[cols->name + extra] - v);
+    if (!smi_unknown(v, vl))
+      copy_mem(g->name, sizeof(g->name), v, vl);
   }
-  if (!smi_unknown(f, fl)) {
-    if ((v = span_number(f, fl)) < 0)
-      return -1;
-    g->memory_bytes = (uint64_t)v * 1024u * 1024u;
+  /* memory.total in MiB, with or without its unit; unknown on unified-memory parts (GB10) */
+  if (cols->memory >= 0) {
+    v = f[SMI_AT(cols->memory)];
+    vl = fl[SMI_AT(cols->memory)];
+    if (vl > 3 && memcmp(v + vl - 3, "MiB", 3) == 0) {
+      vl -= 3;
+      trim_span(&v, &vl);
+    }
+    if (!smi_unknown(v, vl)) {
+      if ((num = span_number(v, vl)) < 0)
+        return -1;
+      g->memory_bytes = (uint64_t)num * 1024u * 1024u;
+    }
   }
+#undef SMI_AT
   return 0;
 }
 
 int lc__nvsmi_parse(lc_hostinfo *out, const char *text, size_t len, int exit_status) {
   char first_bad[160] = "";
-  size_t bad = 0, cap = 0, start = 0;
+  size_t bad = 0, cap = 0, start = 0, rows = 0, headers = 0;
+  smi_cols cols = smi_cols_default;
   lc_gpu g;
   free(out->gpus);
   out->gpus = NULL;
@@ -303,7 +374,11 @@ int lc__nvsmi_parse(lc_hostinfo *out, const char *text, size_t len, int exit_sta
     trim_span(&line, &ll);
     if (ll == 0)
       continue;
-    if (smi_line(&g, line, ll) < 0) {
+    if (out->gpu_count == 0 && smi_header(&cols, line, ll) == 0) {
+      headers++;
+      continue;
+    }
+    if (smi_line(&g, &cols, line, ll, rows++) < 0) {
       if (bad++ == 0)
         copy_mem(first_bad, sizeof(first_bad), line, ll);
       continue;
@@ -331,7 +406,8 @@ int lc__nvsmi_parse(lc_hostinfo *out, const char *text, size_t len, int exit_sta
              exit_status);
   else if (out->gpu_count == 0)
     snprintf(out->gpu_reason, sizeof(out->gpu_reason),
-             "nvidia-smi lists no GPU (no output, exit status %d)", exit_status);
+             "nvidia-smi lists no GPU (%s, exit status %d)",
+             headers ? "only its header" : "no output", exit_status);
   if (out->gpu_count == 0)
     copy_str(out->gpu_source, sizeof(out->gpu_source), "none");
   return 0;

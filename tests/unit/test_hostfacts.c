@@ -451,8 +451,9 @@ static void test_parse_gpu_sections(void) {
 /* ---- GPUs: nvidia-smi ---------------------------------------------------------------------- */
 
 /*
- * The samples follow the format NVIDIA documents for `nvidia-smi --query-gpu=...
- * --format=csv,noheader,nounits` (nvidia-smi(1), "--query-gpu"; `nvidia-smi
+ * Written samples (real recordings follow in test_nvsmi_recorded): lines without a header, read
+ * as index, uuid, name, memory.total. They follow the format NVIDIA documents for `nvidia-smi
+ * --query-gpu=... --format=csv,noheader,nounits` (nvidia-smi(1), "--query-gpu"; `nvidia-smi
  * --help-query-gpu`): one line per GPU, the asked fields in order separated by ", ", memory.total
  * in MiB without its unit, "[N/A]" for a value the device does not report and bracketed text
  * ("[Unknown Error]", "[GPU requires reset]") for one that failed. The names and memory sizes are
@@ -591,6 +592,172 @@ static void test_nvsmi_failures(void) {
   LC_REQUIRE(info->gpu_count == 1);
   LC_CHECK_CONTAINS(info->gpu_reason, "skipped 8 line(s)");
   LC_CHECK_CONTAINS(info->gpu_reason, "'1, GPU-6d2e0b7a-3f41'");
+  free(info->gpus);
+  info->gpus = NULL;
+}
+
+/*
+ * Outputs recorded on real machines by users who pasted them into public GitHub issues (short
+ * outputs of a tool, reproduced as they were printed). No GPU machine was lent to this task, so
+ * none was captured here. Where a recording was made without a header (noheader), the header line
+ * in front of it is the recorded command's field list, which is all the parser needs to know the
+ * columns; the data lines are the recording. Exit statuses are not part of the recordings: the
+ * ones given are those nvidia-smi(1) documents for the case (9 driver, 6 no device, 255 other).
+ */
+static void test_nvsmi_recorded(void) {
+  lc_hostinfo *info;
+
+  /* `nvidia-smi --query-gpu=index,uuid,name,temperature.gpu,utilization.gpu,memory.used,
+   * memory.total --format=csv,noheader,nounits` on 8 GeForce GTX TITAN X, recorded in
+   * https://github.com/wookayin/gpustat/issues/5 (the query gpustat ran; ours is its first three
+   * fields and its last). */
+  info =
+      smi("index, uuid, name, temperature.gpu, utilization.gpu, memory.used, memory.total\n"
+          "0, GPU-004f693d-767b-b215-b4a9-a18af0ffd643, GeForce GTX TITAN X, 25, 0, 802, 12206\n"
+          "1, GPU-86fe97db-bf54-a056-4e8d-9b07e1a298e7, GeForce GTX TITAN X, 54, 86, 10032, "
+          "12206\n"
+          "2, GPU-2090c509-a97a-e2fe-68f4-cf9e874c36f2, GeForce GTX TITAN X, 55, 85, 6442, 12206\n"
+          "3, GPU-f0e47078-b19f-a3ff-bf2e-03a4c5fe3c2a, GeForce GTX TITAN X, 58, 60, 6442, 12206\n"
+          "4, GPU-637ac0be-f0e1-b056-bf28-b2c046e5e17e, GeForce GTX TITAN X, 55, 84, 6459, 12206\n"
+          "5, GPU-4168500a-bee8-3b4d-ba1b-75289a4afdcd, GeForce GTX TITAN X, 54, 83, 6440, 12206\n"
+          "6, GPU-92ce5025-17c0-7c83-d2eb-a697262d4c46, GeForce GTX TITAN X, 56, 83, 6451, 12206\n"
+          "7, GPU-f199c9ea-65d8-5382-aefe-a9e8fb48057b, GeForce GTX TITAN X, 55, 82, 6442, "
+          "12206\n",
+          0);
+  LC_REQUIRE(info->gpu_count == 8);
+  LC_CHECK(info->gpus[7].index == 7);
+  LC_CHECK_STR(info->gpus[7].uuid, "GPU-f199c9ea-65d8-5382-aefe-a9e8fb48057b");
+  LC_CHECK_STR(info->gpus[0].name, "GeForce GTX TITAN X");
+  LC_CHECK(info->gpus[0].memory_bytes == 12206 * MIB);
+  LC_CHECK_STR(info->gpu_reason, "");
+
+  /* `nvidia-smi --query-gpu=name,pci.bus,index,uuid --format=csv` (with its header) on five
+   * GeForce cards, recorded in https://github.com/YoRyan/nuxhash/pull/10: another column order,
+   * no memory column. */
+  info = smi("name, pci.bus, index, uuid\n"
+             "GeForce GTX 1060 6GB, 0x01, 0, GPU-f3da2e71-6e43-729a-e3ae-f731ed96d50c\n"
+             "GeForce GTX 1080 Ti, 0x02, 1, GPU-15ea7bf9-1a0e-2d7f-9c62-c28e5ca1aaf1\n"
+             "GeForce GTX 1060 6GB, 0x03, 2, GPU-3dc4f2b0-6e1b-c088-c342-4367c334795a\n"
+             "GeForce GTX 1060 6GB, 0x09, 3, GPU-03ddeff3-19c4-6676-d02d-6942bd80630d\n"
+             "GeForce GTX 1060 6GB, 0x0A, 4, GPU-ff3318a7-f0dd-dc57-1fb8-cc95ba35c56e\n",
+             0);
+  LC_REQUIRE(info->gpu_count == 5);
+  LC_CHECK(info->gpus[1].index == 1);
+  LC_CHECK_STR(info->gpus[1].name, "GeForce GTX 1080 Ti");
+  LC_CHECK_STR(info->gpus[1].uuid, "GPU-15ea7bf9-1a0e-2d7f-9c62-c28e5ca1aaf1");
+  LC_CHECK(info->gpus[4].memory_bytes == 0);
+  LC_CHECK_STR(info->gpu_reason, "");
+
+  /* DGX Spark: `nvidia-smi --query-gpu=index,name,memory.total,memory.free --format=csv` on its
+   * GB10 (unified memory: no memory.total), recorded in
+   * https://github.com/unslothai/unsloth/pull/10703. The GPU is listed, its memory unknown. */
+  info = smi("index, name, memory.total [MiB], memory.free [MiB]\n"
+             "0, NVIDIA GB10, [N/A], [N/A]\n",
+             0);
+  LC_REQUIRE(info->gpu_count == 1);
+  LC_CHECK_STR(info->gpus[0].name, "NVIDIA GB10");
+  LC_CHECK_STR(info->gpus[0].uuid, "");
+  LC_CHECK(info->gpus[0].memory_bytes == 0);
+  LC_CHECK_STR(info->gpu_source, "nvidia-smi");
+
+  /* The name in the middle, memory.total before it, a bare N/A, no index (the row gives it):
+   * `nvidia-smi -i 0a:00.0 --query-gpu=power.limit,power.min_limit,power.max_limit,memory.total,
+   * vbios_version,driver_version,name,gpu_uuid,power.draw,temperature.gpu,temperature.memory,
+   * clocks.current.graphics,clocks.sm,clocks.mem,utilization.gpu,utilization.memory,fan.speed,
+   * pcie.link.width.current,pstate --format=csv,noheader,nounits` on a GeForce RTX 2080, recorded
+   * in https://github.com/Ricks-Lab/gpu-utils/issues/83. */
+  info = smi("power.limit, power.min_limit, power.max_limit, memory.total, vbios_version, "
+             "driver_version, name, gpu_uuid, power.draw, temperature.gpu, temperature.memory, "
+             "clocks.current.graphics, clocks.sm, clocks.mem, utilization.gpu, utilization.memory, "
+             "fan.speed, pcie.link.width.current, pstate\n"
+             "200.00, 105.00, 292.00, 7979, 90.04.23.00.5F, 440.64, GeForce RTX 2080, "
+             "GPU-22b2c6ac-2d49-4863-197c-9c469071178a, 176.98, 45, N/A, 1965, 1965, 7199, 86, 55, "
+             "100, 8, P2\n",
+             0);
+  LC_REQUIRE(info->gpu_count == 1);
+  LC_CHECK(info->gpus[0].index == 0);
+  LC_CHECK_STR(info->gpus[0].name, "GeForce RTX 2080");
+  LC_CHECK_STR(info->gpus[0].uuid, "GPU-22b2c6ac-2d49-4863-197c-9c469071178a");
+  LC_CHECK(info->gpus[0].memory_bytes == 7979 * MIB);
+
+  /* A Tesla T4 with MIG mode [N/A]: `nvidia-smi --query-gpu=timestamp,serial,name,
+   * mig.mode.current,utilization.gpu,memory.total,memory.used,utilization.memory
+   * --format=csv,nounits,noheader`, recorded in the README of
+   * https://github.com/jear/nvidia-metering. */
+  info = smi("timestamp, serial, name, mig.mode.current, utilization.gpu, memory.total, "
+             "memory.used, utilization.memory\n"
+             "2023/07/03 10:33:55.204, 1562220007789, Tesla T4, [N/A], 0, 15360, 6, 0\n",
+             0);
+  LC_REQUIRE(info->gpu_count == 1);
+  LC_CHECK_STR(info->gpus[0].name, "Tesla T4");
+  LC_CHECK(info->gpus[0].memory_bytes == 15360 * MIB);
+
+  /* "[N/A]" and, from older drivers, "[Not Supported]" where a value is missing: `nvidia-smi
+   * --query-gpu=memory.total,memory.free,memory.used,temperature.gpu,fan.speed,utilization.gpu,
+   * utilization.memory --format=csv,noheader,nounits`, both recorded in
+   * https://github.com/enkore/i3pystatus/pull/776. Neither index nor name: the row gives the
+   * index. */
+  info = smi("memory.total, memory.free, memory.used, temperature.gpu, fan.speed, "
+             "utilization.gpu, utilization.memory\n"
+             "2004, 2004, 0, 44, [N/A], 0, 0\n",
+             0);
+  LC_REQUIRE(info->gpu_count == 1);
+  LC_CHECK(info->gpus[0].memory_bytes == 2004 * MIB);
+  info = smi("memory.total, memory.free, memory.used, temperature.gpu, fan.speed, "
+             "utilization.gpu, utilization.memory\n"
+             "2004, 2004, 0, 44, [Not Supported], 0, 0\n",
+             0);
+  LC_REQUIRE(info->gpu_count == 1);
+  LC_CHECK(info->gpus[0].memory_bytes == 2004 * MIB);
+
+  /* Error texts, as recorded. The driver not loaded:
+   * https://github.com/mattshma/bigdata/issues/108 */
+  info = smi("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make "
+             "sure that the latest NVIDIA driver is installed and running.\n",
+             9);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_source, "none");
+  LC_CHECK_STR(info->gpu_reason, "nvidia-smi: NVIDIA-SMI has failed because it couldn't "
+                                 "communicate with the NVIDIA driver. Make sure that the latest "
+                                 "NVIDIA driver is installed and running. (exit status 9)");
+
+  /* A driver upgraded under a loaded module, two lines:
+   * https://github.com/tinygrad/open-gpu-kernel-modules/issues/47 */
+  info = smi("Failed to initialize NVML: Driver/library version mismatch\n"
+             "NVML library version: 570.124\n",
+             255);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_reason, "nvidia-smi: Failed to initialize NVML: Driver/library version "
+                                 "mismatch (exit status 255)");
+
+  /* Inside a container that lost its device nodes:
+   * https://github.com/NVIDIA/nvidia-container-toolkit/issues/115 */
+  info = smi("Failed to initialize NVML: Unknown Error\n", 255);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_reason, "nvidia-smi: Failed to initialize NVML: Unknown Error (exit "
+                                 "status 255)");
+
+  /* A driver but no GPU it can drive: https://github.com/NVIDIA/open-gpu-kernel-modules/issues/862
+   */
+  info = smi("No devices were found\n", 6);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_reason, "nvidia-smi: No devices were found (exit status 6)");
+
+  /* A GPU that fell off the bus, both spellings: "GPU0000:..." in
+   * https://github.com/NVIDIA/nvidia-container-toolkit/issues/69, "GPU 0000:..." in
+   * https://github.com/NVIDIA/open-gpu-kernel-modules/issues/387. */
+  info = smi("Unable to determine the device handle for GPU0000:65:00.0: Unknown Error\n", 15);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_reason, "nvidia-smi: Unable to determine the device handle for "
+                                 "GPU0000:65:00.0: Unknown Error (exit status 15)");
+  info = smi("Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error\n", 15);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_CONTAINS(info->gpu_reason, "GPU 0000:0B:00.0: Unknown Error (exit status 15)");
+
+  /* Only a header: nothing listed, and the reason says so. */
+  info = smi("index, uuid, name, memory.total [MiB]\n", 0);
+  LC_CHECK(info->gpu_count == 0);
+  LC_CHECK_STR(info->gpu_reason, "nvidia-smi lists no GPU (only its header, exit status 0)");
   free(info->gpus);
   info->gpus = NULL;
 }
@@ -744,12 +911,14 @@ static void test_script_gpu_tools(void) {
   char body[4096];
   make_bin();
 
-  /* nvidia-smi alone, checking that it was asked the documented query. */
+  /* nvidia-smi alone, checking that it was asked the query the script runs; it answers with a
+   * header and units, as `--format=csv` does. */
   snprintf(body, sizeof(body),
            "#!/bin/sh\n"
-           "[ \"$*\" = '--query-gpu=index,uuid,name,memory.total --format=csv,noheader,nounits' ] "
+           "[ \"$*\" = '--query-gpu=index,uuid,name,memory.total --format=csv' ] "
            "|| { echo \"bad arguments: $*\"; exit 2; }\n"
-           "cat <<'EOF'\n%sEOF\n",
+           "echo 'index, uuid, name, memory.total [MiB]'\n"
+           "while read -r l; do echo \"$l MiB\"; done <<'EOF'\n%sEOF\n",
            smi_a100x8);
   info = script_with_tools(body, NULL);
   LC_REQUIRE(info != NULL);
@@ -1047,8 +1216,8 @@ LC_TEST_MAIN(LC_TEST(test_parse_v1), LC_TEST(test_parse_v2), LC_TEST(test_parse_
              LC_TEST(test_parse_unlimited), LC_TEST(test_parse_minimal), LC_TEST(test_parse_noise),
              LC_TEST(test_parse_failures), LC_TEST(test_probe_json),
              LC_TEST(test_parse_gpu_sections), LC_TEST(test_nvsmi_good),
-             LC_TEST(test_nvsmi_failures), LC_TEST(test_script_matches_local),
-             LC_TEST(test_script_gpu_tools), LC_TEST(test_command_quoting), LC_TEST(test_cpulist),
-             LC_TEST(test_declare_gpus), LC_TEST(test_json_remote_fields),
-             LC_TEST(test_inventory_file), LC_TEST(test_inventory_errors),
-             LC_TEST(test_inventory_list))
+             LC_TEST(test_nvsmi_failures), LC_TEST(test_nvsmi_recorded),
+             LC_TEST(test_script_matches_local), LC_TEST(test_script_gpu_tools),
+             LC_TEST(test_command_quoting), LC_TEST(test_cpulist), LC_TEST(test_declare_gpus),
+             LC_TEST(test_json_remote_fields), LC_TEST(test_inventory_file),
+             LC_TEST(test_inventory_errors), LC_TEST(test_inventory_list))
