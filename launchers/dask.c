@@ -2,7 +2,8 @@
  * dask.c - the `dask` cluster type: a real Dask scheduler (dask-scheduler) as the master and Dask
  * workers (dask-worker, each with its nanny port from the ranges), all on 127.0.0.1 and meeting
  * through the tunnels (the worker mesh lets workers fetch data from each other). Ready when the
- * scheduler reports every worker. Options: scheduler_args=..., worker_args=..., nthreads=N.
+ * scheduler has logged every worker's registration. Workers start with the scheduler (they retry
+ * it until it answers). Options: scheduler_args=..., worker_args=..., nthreads=N.
  */
 #include "launchers.h"
 
@@ -21,7 +22,8 @@ typedef struct dask_type {
 
 static int master_command(lc_master_launcher *self, lc_cluster *c, int port, char **out) {
   dask_type *t = self->data;
-  (void)c;
+  /* readiness: the scheduler logs "Register worker <WorkerState ...>" for each worker it takes */
+  lc__cluster_count_master_lines(c, "Register worker", "Remove worker");
   /* --dashboard-address: its HTTP server would otherwise listen on every interface */
   *out = lc__sprintf("exec dask-scheduler --host 127.0.0.1 --port %d --no-dashboard "
                      "--dashboard-address 127.0.0.1:0 %s",
@@ -43,15 +45,13 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
   return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
 }
 
-/* Ready when the scheduler, asked through a real Dask client, reports every worker. */
-static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeout_ms) {
+/* Asks the scheduler through a real Dask client (for a scheduler whose log says nothing). */
+static int ask_scheduler(lc_cluster *c, int timeout_ms) {
   lc_runtime *rt = lc__cluster_master_runtime(c);
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_exec_result res = {0};
   char cmd[2048];
   int r;
-  (void)self;
-  (void)n;
   /* the Python that runs dask-scheduler has Dask; a python3 first in PATH may not */
   snprintf(cmd, sizeof(cmd),
            "py=$(sed -n '1s/^#! *//p' \"$(command -v dask-scheduler)\" 2>/dev/null); "
@@ -66,11 +66,26 @@ static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeou
   eo.timeout_ms = timeout_ms + 10000;
   if ((r = lc_runtime_exec(&res, rt, cmd, &eo)) < 0)
     return r;
-  if (res.exit_status != 0)
+  return res.exit_status == 0 ? 0 : -ETIMEDOUT;
+}
+
+/*
+ * Ready when the scheduler has registered every worker: its log lines, which arrive anyway, are
+ * counted (no Python client to start). A scheduler that logged no registration at all (its
+ * logging turned down) is asked through a client before giving up.
+ */
+static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeout_ms) {
+  int seen = 0, r;
+  (void)self;
+  (void)n;
+  r = lc__cluster_wait_count(c, (long)lc_cluster_worker_count(c), timeout_ms, &seen);
+  if (r == -ETIMEDOUT && !seen)
+    r = ask_scheduler(c, 10000);
+  if (r == -ETIMEDOUT)
     return lc__error_set(-ETIMEDOUT, "the Dask scheduler did not report %zu workers within "
                                      "%.1f s",
                          lc_cluster_worker_count(c), timeout_ms / 1000.0);
-  return 0;
+  return r;
 }
 
 static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
@@ -97,6 +112,7 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
   t->worker.wait_ready = wait_ready;
   t->worker.mesh = LC_WORKER_MESH;
   t->worker.aux_port = 1;
+  t->worker.early = 1; /* dask-worker retries the scheduler until it answers */
   *master = &t->master;
   *worker = &t->worker;
   return 0;

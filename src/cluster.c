@@ -4,13 +4,16 @@
  * waiting on the process with a short limit, then reading the host's listening ports: never a
  * fixed sleep), tunnels, and undoing a start that failed.
  */
+#include "../launchers/launchers.h"
 #include "ports_internal.h"
 #include "runtime_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define POLL_MS 50
 #define TAIL_LINES 8
@@ -25,6 +28,7 @@ typedef struct proc_tag {
   lc_cluster *c;
   char tag[160];
   tail err;
+  int master;
 } proc_tag;
 
 typedef struct cworker {
@@ -57,7 +61,10 @@ struct lc_cluster {
   int *ports; /* reserved by this cluster */
   size_t nports, capports;
   lc__buf log;
-  pthread_mutex_t mu; /* tails: written on the engine thread, read here */
+  pthread_mutex_t mu; /* tails and the master's count: written on the engine thread */
+  pthread_cond_t cv;  /* the master's count changed */
+  const char *count_up, *count_down; /* lc__cluster_count_master_lines */
+  long count;
 };
 
 void lc_cluster_options_init(lc_cluster_options *opts) {
@@ -88,6 +95,16 @@ static void on_line(const char *line, size_t len, lc_stream stream, void *payloa
     t->err.line[t->err.next % TAIL_LINES] = lc__strndup(line, len < 400 ? len : 400);
     t->err.next++;
     pthread_mutex_unlock(&c->mu);
+  }
+  if (t->master && c->count_up != NULL) {
+    int up = strstr(line, c->count_up) != NULL;
+    int down = c->count_down != NULL && strstr(line, c->count_down) != NULL;
+    if (up || down) {
+      pthread_mutex_lock(&c->mu);
+      c->count += up ? 1 : -1;
+      pthread_cond_broadcast(&c->cv);
+      pthread_mutex_unlock(&c->mu);
+    }
   }
   if (c->opts.on_line != NULL)
     c->opts.on_line(t->tag, line, len, stream, c->opts.payload);
@@ -152,11 +169,14 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   if ((c = lc__calloc(1, sizeof(*c))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
   pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL)
+  if (opts != NULL && opts->version >= 2)
     c->opts = *opts;
+  else if (opts != NULL) /* version 1 ends with env */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_event));
   if (c->opts.master_port <= 0)
     c->opts.master_port = 60000;
   if (c->opts.master_timeout_ms <= 0)
@@ -214,6 +234,12 @@ static int keep_port(lc_cluster *c, int port) {
   return 0;
 }
 
+static void fwds_drop(lc_cluster *c, size_t from) {
+  for (size_t i = from; i < c->fwds.n; i++)
+    lc_forward_free(c->fwds.v[i]);
+  c->fwds.n = from;
+}
+
 static void worker_clear(cworker *w) {
   lc_process_free(w->proc);
   tag_free(w->tag);
@@ -241,6 +267,7 @@ void lc_cluster_free(lc_cluster *c) {
   free(c->master_host_opt);
   lc__buf_free(&c->log);
   pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
   free(c);
 }
 
@@ -298,38 +325,21 @@ static int pick_port(lc_cluster *c, int *out, const lc_ports *ranges) {
 
 /* Every group runtime's listening ports, one listing each and all at once. */
 typedef struct scan {
-  lc_group *g;
   lc__portscan *per; /* one per group runtime, in group order */
 } scan;
 
-static void scan_line(const char *host, const char *line, size_t len, lc_stream stream,
-                      void *payload) {
-  scan *sc = payload;
-  if (stream != LC_STDOUT)
-    return;
-  for (size_t i = 0; i < lc_group_count(sc->g); i++)
-    if (strcmp(lc_runtime_name(lc_group_at(sc->g, i)), host) == 0) {
-      lc__portscan_line(&sc->per[i], line, len);
-      return;
-    }
-}
-
 static int scan_group(lc_cluster *c, scan *sc) {
-  lc_group_report *rep = NULL;
+  size_t n = lc_group_count(c->group);
+  lc_runtime **rts = lc__calloc(n + 1, sizeof(*rts));
   int r;
-  sc->g = c->group;
-  if ((sc->per = lc__calloc(lc_group_count(c->group), sizeof(*sc->per))) == NULL)
+  if (rts == NULL || (sc->per = lc__calloc(n + 1, sizeof(*sc->per))) == NULL) {
+    free(rts);
     return lc__error_set(-ENOMEM, "out of memory");
-  if ((r = lc_group_exec(&rep, c->group, "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null; exit 0", NULL,
-                         scan_line, sc)) < 0)
-    return r;
-  for (size_t i = 0; i < lc_group_report_count(rep); i++)
-    if (lc_group_report_error(rep, i) != 0 || sc->per[i].headers == 0) {
-      r = lc__error_set(LC_EREMOTE, "%s: cannot read its listening ports: %s",
-                        lc_group_report_host(rep, i), lc_group_report_message(rep, i));
-      break;
-    }
-  lc_group_report_free(rep);
+  }
+  for (size_t i = 0; i < n; i++)
+    rts[i] = lc_group_at(c->group, i);
+  r = lc__ports_scan(sc->per, rts, n, 10000);
+  free(rts);
   return r;
 }
 
@@ -344,17 +354,15 @@ static size_t group_index(lc_cluster *c, lc_runtime *rt) {
   return (size_t)-1;
 }
 
-/* n ports from the worker ranges, free on every host (one scan) and here, reserved. */
-static int pick_ports(lc_cluster *c, int *out, size_t n) {
-  scan sc = {0};
+/* n ports from ranges, free on every host (as sc saw them) and here, reserved. */
+static int pick_from_scan(lc_cluster *c, const scan *sc, const lc_ports *ranges, int *out,
+                          size_t n) {
   size_t got = 0;
-  int r;
-  if ((r = scan_group(c, &sc)) < 0)
-    goto out;
-  for (size_t k = 0; k < lc_ports_count(c->worker_ports) && got < n; k++) {
-    int port = lc_ports_at(c->worker_ports, k), taken = 0;
+  int r = 0;
+  for (size_t k = 0; k < lc_ports_count(ranges) && got < n; k++) {
+    int port = lc_ports_at(ranges, k), taken = 0;
     for (size_t i = 0; i < lc_group_count(c->group) && !taken; i++)
-      taken = scan_has(&sc, i, port);
+      taken = scan_has(sc, i, port);
     if (taken || lc_port_reserve(port) < 0)
       continue;
     if (lc_port_is_free_local(port) != 1 || keep_port(c, port) < 0) {
@@ -364,14 +372,24 @@ static int pick_ports(lc_cluster *c, int *out, size_t n) {
     out[got++] = port;
   }
   if (got < n) {
-    char *ranges = NULL;
-    lc_ports_format(&ranges, c->worker_ports);
+    char *text = NULL;
+    lc_ports_format(&text, ranges);
     r = lc__error_set(LC_ENOPORTS, "no free port left in %s: %zu needed, %zu free on all %zu "
                                    "hosts and this machine",
-                      ranges ? ranges : "the worker ranges", n, got, lc_group_count(c->group));
-    lc_free(ranges);
+                      text ? text : "the worker ranges", n, got, lc_group_count(c->group));
+    lc_free(text);
   }
-out:
+  return r;
+}
+
+/* n ports from the worker ranges, free on every host (sc, else one scan now) and here. */
+static int pick_ports(lc_cluster *c, const scan *given, int *out, size_t n) {
+  scan sc = {0};
+  int r;
+  if (given != NULL)
+    return pick_from_scan(c, given, c->worker_ports, out, n);
+  if ((r = scan_group(c, &sc)) == 0)
+    r = pick_from_scan(c, &sc, c->worker_ports, out, n);
   free(sc.per);
   return r;
 }
@@ -381,6 +399,7 @@ out:
 /* Waits for port to listen on rt while p lives; -ETIMEDOUT or LC_EREMOTE (p ended). */
 static int wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)timeout_ms;
+  int pause = POLL_MS / 5; /* most masters listen within a few ms: look again soon, then less */
   for (;;) {
     lc_ports *l = NULL;
     int up;
@@ -396,8 +415,9 @@ static int wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_m
     if (lc__now_ms() >= deadline)
       return -ETIMEDOUT;
     /* the poll interval is a wait on the process: an exit ends it at once */
-    if (lc_process_wait(NULL, p, POLL_MS) != -ETIMEDOUT)
+    if (lc_process_wait(NULL, p, pause) != -ETIMEDOUT)
       return LC_EREMOTE;
+    pause = pause * 2 < POLL_MS ? pause * 2 : POLL_MS;
   }
 }
 
@@ -414,15 +434,48 @@ static char **env_with(lc_cluster *c, const char *const *more, size_t nmore) {
   return v;
 }
 
-static int master_try(lc_cluster *c, int port, int *retry) {
-  char *cmd = NULL, penv[64], msg[4096];
+static void event(lc_cluster *c, lc_cluster_event ev, int index) {
+  if (c->opts.on_event != NULL)
+    c->opts.on_event(c, ev, index, c->opts.payload);
+}
+
+/* Starts making the working directory of every runtime the cluster uses, all at once (each is
+ * awaited where it is needed); a failure shows again there. */
+static void workdirs_begin(lc_cluster *c) {
+  lc_runtime *rts[1024];
+  size_t n = cluster_runtimes(c, rts, 1024);
+  for (size_t i = 0; i < n; i++)
+    if (rts[i] == c->master_rt || lc_runtime_is_connected(rts[i]))
+      lc__runtime_workdir_begin(rts[i]);
+}
+
+/* The runtime that runs the master: the named host, the group's localhost, or our own. */
+static int master_runtime(lc_cluster *c) {
+  int r;
+  if (c->master_proc != NULL)
+    return lc__error_set(-EINVAL, "cluster: the master already runs on port %d", c->master_port);
+  if (c->opts.master_host != NULL) {
+    if ((c->master_rt = lc_group_find(c->group, c->opts.master_host)) == NULL)
+      return lc__error_set(-ENOENT, "cluster: the master's host %s is not in the group",
+                           c->opts.master_host);
+  } else if ((c->master_rt = lc_group_find(c->group, "localhost")) == NULL) {
+    if (c->local == NULL && (r = lc_runtime_new_local(&c->local, lc__group_engine(c->group),
+                                                      NULL)) < 0)
+      return r;
+    c->master_rt = c->local;
+  }
+  return 0;
+}
+
+/* Spawns the master on port, once its working directory is there. */
+static int master_spawn(lc_cluster *c, int port) {
+  char *cmd = NULL, penv[64];
   const char *more[2] = {penv, "LAZYCLUSTER_MASTER_ADDR=localhost"};
   char **env = NULL;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   const char *wd = NULL;
   int r;
 
-  *retry = 0;
   snprintf(penv, sizeof(penv), "LAZYCLUSTER_MASTER_PORT=%d", port);
   if ((r = c->m->command(c->m, c, port, &cmd)) < 0)
     return r;
@@ -431,6 +484,10 @@ static int master_try(lc_cluster *c, int port, int *retry) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
+  c->master_tag->master = 1;
+  pthread_mutex_lock(&c->mu);
+  c->count = 0;
+  pthread_mutex_unlock(&c->mu);
   if ((r = lc_runtime_workdir(&wd, c->master_rt)) < 0)
     goto out;
   eo.env = (const char *const *)env;
@@ -439,7 +496,59 @@ static int master_try(lc_cluster *c, int port, int *retry) {
   eo.payload = c->master_tag;
   if ((r = lc_runtime_spawn(&c->master_proc, c->master_rt, cmd, &eo)) < 0)
     goto out;
+  c->master_port = port;
   logf_(c, "%s master starting on port %d: %s", lc_runtime_name(c->master_rt), port, cmd);
+out:
+  if (r < 0) {
+    tag_free(c->master_tag);
+    c->master_tag = NULL;
+  }
+  lc_free(cmd);
+  free(env);
+  return r;
+}
+
+static void master_drop(lc_cluster *c) {
+  lc_process_free(c->master_proc);
+  c->master_proc = NULL;
+  tag_free(c->master_tag);
+  c->master_tag = NULL;
+  c->master_port = 0;
+}
+
+/* Picks the port of this attempt (the asked one first; unless it is fixed, then the worker
+ * ranges) and spawns the master there. */
+static int master_attempt(lc_cluster *c, int attempt, const scan *sc, int *port) {
+  lc_ports *ranges = NULL;
+  int r = LC_ENOPORTS;
+  if (attempt == 0) {
+    if ((r = lc_ports_new(&ranges)) < 0 ||
+        (r = lc_ports_add(ranges, c->opts.master_port, c->opts.master_port)) < 0) {
+      lc_ports_free(ranges);
+      return r;
+    }
+    r = sc != NULL ? pick_from_scan(c, sc, ranges, port, 1) : pick_port(c, port, ranges);
+    lc_ports_free(ranges);
+    if (r == LC_ENOPORTS && c->opts.master_port_fixed) {
+      const char *where = port_taken_where(c, c->opts.master_port);
+      return lc__error_set(-EADDRINUSE, "port %d is in use on %s", c->opts.master_port,
+                           where ? where : "a host");
+    }
+  }
+  if (r == LC_ENOPORTS && !c->opts.master_port_fixed)
+    r = sc != NULL ? pick_from_scan(c, sc, c->worker_ports, port, 1)
+                   : pick_port(c, port, c->worker_ports);
+  if (r < 0)
+    return r;
+  return master_spawn(c, *port);
+}
+
+/* Waits until the spawned master is ready; when it is not, it is gone and *retry says whether
+ * another port may do (it died of "address in use" on a port it was not held to). */
+static int master_await(lc_cluster *c, int port, int *retry) {
+  char msg[4096];
+  int r;
+  *retry = 0;
   if (c->m->wait_ready != NULL)
     r = c->m->wait_ready(c->m, c, port, c->opts.master_timeout_ms);
   else
@@ -454,75 +563,46 @@ static int master_try(lc_cluster *c, int port, int *retry) {
                       r == LC_EREMOTE ? "(it died)"
                                       : "within the master timeout",
                       msg);
-    lc_process_free(c->master_proc);
-    c->master_proc = NULL;
-    tag_free(c->master_tag);
-    c->master_tag = NULL;
+    master_drop(c);
+    if (*retry)
+      logf_(c, "port %d was taken after all: trying another", port);
   }
-out:
-  lc_free(cmd);
-  free(env);
   return r;
 }
 
-int lc_cluster_start_master(lc_cluster *c) {
-  lc_ports *ranges = NULL;
-  size_t mark = c->nports;
-  int port = 0, r, retry = 0;
+/* The master is ready: its port goes to every host. */
+static int master_finish(lc_cluster *c) {
+  int r;
+  if ((r = lc__group_expose(c->group, c->master_rt == c->local ? NULL : c->master_rt,
+                            c->master_port, &c->fwds)) < 0)
+    return r;
+  logf_(c, "%s master ready on port %d", lc_runtime_name(c->master_rt), c->master_port);
+  event(c, LC_CLUSTER_MASTER_UP, -1);
+  return 0;
+}
 
-  if (c->master_proc != NULL)
-    return lc__error_set(-EINVAL, "cluster: the master already runs on port %d", c->master_port);
-  if (c->opts.master_host != NULL) {
-    if ((c->master_rt = lc_group_find(c->group, c->opts.master_host)) == NULL)
-      return lc__error_set(-ENOENT, "cluster: the master's host %s is not in the group",
-                           c->opts.master_host);
-  } else if ((c->master_rt = lc_group_find(c->group, "localhost")) == NULL) {
-    if (c->local == NULL && (r = lc_runtime_new_local(&c->local, lc__group_engine(c->group),
-                                                      NULL)) < 0)
-      return r;
-    c->master_rt = c->local;
-  }
-  /* the asked port first; unless it is fixed, then the worker ranges */
-  for (int attempt = 0; attempt < 5; attempt++) {
-    if (attempt == 0) {
-      if ((r = lc_ports_new(&ranges)) < 0 || (r = lc_ports_add(ranges, c->opts.master_port,
-                                                               c->opts.master_port)) < 0)
-        goto out;
-      r = pick_port(c, &port, ranges);
-      lc_ports_free(ranges);
-      ranges = NULL;
-      if (r == LC_ENOPORTS && c->opts.master_port_fixed) {
-        const char *where = port_taken_where(c, c->opts.master_port);
-        r = lc__error_set(-EADDRINUSE, "port %d is in use on %s", c->opts.master_port,
-                          where ? where : "a host");
-        goto out;
-      }
-    } else {
-      r = LC_ENOPORTS;
-    }
-    if (r == LC_ENOPORTS && !c->opts.master_port_fixed)
-      r = pick_port(c, &port, c->worker_ports);
-    if (r < 0)
-      goto out;
-    if ((r = master_try(c, port, &retry)) == 0 || !retry)
+int lc_cluster_start_master(lc_cluster *c) {
+  size_t mark = c->nports, fwd_mark = c->fwds.n;
+  int port = 0, r, retry = 1;
+
+  if ((r = master_runtime(c)) < 0)
+    return r;
+  workdirs_begin(c);
+  for (int attempt = 0; attempt < 5 && retry; attempt++)
+    if ((r = master_attempt(c, attempt, NULL, &port)) < 0 ||
+        (r = master_await(c, port, &retry)) == 0)
       break;
-    logf_(c, "port %d was taken after all: trying another", port);
-  }
-  if (r < 0)
-    goto out;
-  c->master_port = port;
-  if ((r = lc__group_expose(c->group, c->master_rt == c->local ? NULL : c->master_rt, port,
-                            &c->fwds)) < 0)
-    goto out;
-  logf_(c, "%s master ready on port %d", lc_runtime_name(c->master_rt), port);
-out:
+  if (r == 0)
+    r = master_finish(c);
   if (r < 0) {
-    lc_process_free(c->master_proc);
-    c->master_proc = NULL;
-    c->master_port = 0;
+    char saved[LC_ERRMSG_MAX];
+    snprintf(saved, sizeof(saved), "%s", lc_error_last());
+    master_drop(c);
+    fwds_drop(c, fwd_mark);
     release_ports(c, mark);
+    return lc__error_set(r, "%s", saved);
   }
-  return r;
+  return 0;
 }
 
 /* ---- workers -------------------------------------------------------------------------------- */
@@ -642,18 +722,28 @@ out:
   return r;
 }
 
-int lc_cluster_start_workers(lc_cluster *c, int n) {
-  size_t first = c->nworkers, mark = c->nports, nslots = 0, fwd_mark = c->fwds.n;
+/* One start of workers: what undoing it needs. */
+typedef struct wstart {
+  size_t first, mark, fwd_mark;
+  int n;
+  int prepared;
+} wstart;
+
+/*
+ * Places n more workers and gives each its port and working directory (every host's made at
+ * once), before any starts: each worker then sees the whole cluster. Needs no master.
+ */
+static int workers_prepare(lc_cluster *c, int n, const scan *sc, wstart *st) {
+  size_t nslots = 0;
   slot *slots = NULL;
   int *ports = NULL;
-  char msg[4096];
-  uint64_t deadline;
   int r = 0;
 
-  if (n < 1)
-    return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
-  if (c->master_proc == NULL)
-    return lc__error_set(-EINVAL, "cluster: start the master first");
+  st->first = c->nworkers;
+  st->mark = c->nports;
+  st->fwd_mark = c->fwds.n;
+  st->n = n;
+  st->prepared = 1;
   if ((slots = placement(c, &nslots)) == NULL || nslots == 0) {
     free(slots);
     return lc__error_set(nslots == 0 ? -EINVAL : -ENOMEM, "cluster: no host to place workers on");
@@ -662,20 +752,20 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     size_t cap = c->nworkers + (size_t)n + 16;
     cworker *v = lc__realloc(c->workers, cap * sizeof(*v));
     if (v == NULL) {
-      free(slots);
-      return lc__error_set(-ENOMEM, "out of memory");
+      r = lc__error_set(-ENOMEM, "out of memory");
+      goto out;
     }
     c->workers = v;
     c->capworkers = cap;
   }
-  /* every new worker gets its place and port before any starts: each sees the whole cluster */
+  workdirs_begin(c);
   if (!c->w->portless) {
     size_t per = c->w->aux_port ? 2 : 1;
     if ((ports = lc__calloc((size_t)n * per, sizeof(*ports))) == NULL) {
       r = lc__error_set(-ENOMEM, "out of memory");
       goto out;
     }
-    if ((r = pick_ports(c, ports, (size_t)n * per)) < 0)
+    if ((r = pick_ports(c, sc, ports, (size_t)n * per)) < 0)
       goto out;
   }
   for (int k = 0; k < n; k++) {
@@ -686,7 +776,6 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     w->rt = slots[idx % nslots].rt;
     w->info.gpu = slots[idx % nslots].gpu;
     w->info.index = (int)idx;
-    w->info.master_port = c->master_port;
     if (!c->w->portless) {
       w->info.port = ports[k * (c->w->aux_port ? 2 : 1)];
       if (c->w->aux_port)
@@ -697,38 +786,101 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     w->host = lc__strdup(lc_runtime_name(w->rt));
     w->workdir = lc__sprintf("%s/worker-%d", wd, w->info.index);
     w->tag = tag_new(c, "%s worker-%d", lc_runtime_name(w->rt), w->info.index);
+    c->nworkers++;
     if (w->host == NULL || w->workdir == NULL || w->tag == NULL) {
-      c->nworkers++;
       r = lc__error_set(-ENOMEM, "out of memory");
       goto out;
     }
     w->info.host = w->host;
     w->info.workdir = w->workdir;
-    c->nworkers++;
   }
   for (size_t i = 0; i < c->nworkers; i++)
     c->workers[i].info.count = (int)c->nworkers;
-  for (size_t i = first; i < c->nworkers; i++) {
-    if ((r = worker_spawn(c, &c->workers[i])) < 0)
-      goto out;
-    if (c->w->mesh == LC_WORKER_MESH && !c->w->portless &&
-        (r = lc__group_expose(c->group, c->workers[i].rt, c->workers[i].info.port, &c->fwds)) <
-            0)
-      goto out;
-    if (c->w->mesh == LC_WORKER_HERE && !c->w->portless &&
-        c->workers[i].rt->ops != &lc__local_ops) {
-      lc_forward *f = NULL;
-      if ((r = lc_forward_new(&f, c->workers[i].rt, LC_FORWARD_LOCAL, c->workers[i].info.port,
-                              "127.0.0.1", c->workers[i].info.port, NULL)) < 0 ||
-          (r = lc__fwdlist_add(&c->fwds, f)) < 0)
-        goto out;
+out:
+  free(slots);
+  free(ports);
+  return r;
+}
+
+/* Spawns every prepared worker of st (the master's port is known, if not yet ready). */
+static int workers_spawn(lc_cluster *c, const wstart *st) {
+  int r = 0;
+  for (size_t i = st->first; i < c->nworkers && r == 0; i++) {
+    c->workers[i].info.master_port = c->master_port;
+    r = worker_spawn(c, &c->workers[i]);
+  }
+  return r;
+}
+
+/* Stops the spawned workers of st, keeping their places (the master's port changed). */
+static void workers_unspawn(lc_cluster *c, const wstart *st) {
+  for (size_t i = st->first; i < c->nworkers; i++) {
+    lc_process_free(c->workers[i].proc);
+    c->workers[i].proc = NULL;
+  }
+}
+
+/* Undoes a start: its workers, tunnels and ports. */
+static void workers_undo(lc_cluster *c, wstart *st) {
+  char saved[LC_ERRMSG_MAX];
+  if (!st->prepared)
+    return;
+  snprintf(saved, sizeof(saved), "%s", lc_error_last());
+  for (size_t i = st->first; i < c->nworkers; i++)
+    worker_clear(&c->workers[i]);
+  c->nworkers = st->first;
+  fwds_drop(c, st->fwd_mark);
+  release_ports(c, st->mark);
+  st->prepared = 0;
+  logf_(c, "start of %d workers failed: %s", st->n, saved);
+  lc__error_set(LC_EREMOTE, "%s", saved); /* the detail, for the caller to return */
+}
+
+/* The spawned workers' tunnels (all at once), then their readiness. */
+static int workers_finish(lc_cluster *c, const wstart *st) {
+  size_t first = st->first;
+  char msg[4096];
+  uint64_t deadline;
+  int r = 0;
+
+  if (!c->w->portless && c->w->mesh == LC_WORKER_MESH) {
+    lc_runtime **owner = lc__calloc(c->nworkers - first + 1, sizeof(*owner));
+    int *port = lc__calloc(c->nworkers - first + 1, sizeof(*port));
+    for (size_t i = first; owner != NULL && port != NULL && i < c->nworkers; i++) {
+      owner[i - first] = c->workers[i].rt;
+      port[i - first] = c->workers[i].info.port;
     }
+    r = owner == NULL || port == NULL
+            ? lc__error_set(-ENOMEM, "out of memory")
+            : lc__group_expose_many(c->group, owner, port, c->nworkers - first, &c->fwds);
+    free(owner);
+    free(port);
+    if (r < 0)
+      return r;
+  } else if (!c->w->portless && c->w->mesh == LC_WORKER_HERE) {
+    lc__fwd_spec *spec = lc__calloc(c->nworkers - first + 1, sizeof(*spec));
+    size_t ns = 0;
+    if (spec == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    for (size_t i = first; i < c->nworkers; i++) {
+      lc__fwd_spec f = {.rt = c->workers[i].rt,
+                        .kind = LC_FORWARD_LOCAL,
+                        .port = c->workers[i].info.port,
+                        .target = "127.0.0.1",
+                        .target_port = c->workers[i].info.port};
+      if (f.rt->ops != &lc__local_ops)
+        spec[ns++] = f;
+    }
+    r = lc__forwards_new(spec, ns, &c->fwds);
+    free(spec);
+    if (r < 0)
+      return r;
   }
   /* readiness: every port listens (or the launcher says so), every process lives */
   deadline = lc__now_ms() + (uint64_t)c->opts.worker_timeout_ms;
   if (c->w->wait_ready != NULL) {
     char why[LC_ERRMSG_MAX];
-    r = c->w->wait_ready(c->w, c, n, c->opts.worker_timeout_ms);
+    r = c->w->wait_ready(c->w, c, st->n, c->opts.worker_timeout_ms);
     snprintf(why, sizeof(why), "%s", lc_error_last());
     for (size_t i = first; r < 0 && i < c->nworkers; i++) {
       cworker *w = &c->workers[i];
@@ -739,7 +891,9 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
       describe(c, w->tag, w->proc, msg, sizeof(msg));
       r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->tag->tag, msg);
     }
-    goto out;
+    for (size_t i = first; r == 0 && i < c->nworkers; i++)
+      event(c, LC_CLUSTER_WORKER_UP, c->workers[i].info.index);
+    return r;
   }
   for (;;) {
     size_t pending = 0;
@@ -750,11 +904,11 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
         continue;
       if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
         describe(c, w->tag, w->proc, msg, sizeof(msg));
-        r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->tag->tag, msg);
-        goto out;
+        return lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->tag->tag, msg);
       }
       if (c->w->portless) {
         w->ready = 1;
+        event(c, LC_CLUSTER_WORKER_UP, w->info.index);
         continue;
       }
       pending++;
@@ -765,7 +919,7 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
       scan sc = {0};
       if ((r = scan_group(c, &sc)) < 0) {
         free(sc.per);
-        goto out;
+        return r;
       }
       for (size_t i = first; i < c->nworkers; i++) {
         cworker *w = &c->workers[i];
@@ -775,48 +929,145 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
         w->ready = 1;
         pending--;
         logf_(c, "%s ready on port %d", w->tag->tag, w->info.port);
+        event(c, LC_CLUSTER_WORKER_UP, w->info.index);
       }
       free(sc.per);
     }
     if (pending == 0)
-      break;
+      return 0;
     if (lc__now_ms() >= deadline) {
       for (size_t i = first; i < c->nworkers; i++) {
         cworker *w = &c->workers[i];
         if (w->ready)
           continue;
         describe(c, w->tag, w->proc, msg, sizeof(msg));
-        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s",
-                          w->tag->tag, w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
-        goto out;
+        return lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s",
+                             w->tag->tag, w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
       }
     }
     lc_process_wait(NULL, some, POLL_MS); /* the pause is a wait: an exit cuts it short */
   }
+}
+
+int lc_cluster_start_workers(lc_cluster *c, int n) {
+  wstart st = {0};
+  int r;
+
+  if (n < 1)
+    return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
+  if (c->master_proc == NULL)
+    return lc__error_set(-EINVAL, "cluster: start the master first");
+  if ((r = workers_prepare(c, n, NULL, &st)) < 0 || (r = workers_spawn(c, &st)) < 0 ||
+      (r = workers_finish(c, &st)) < 0) {
+    workers_undo(c, &st); /* keeps the detail */
+    return r;
+  }
+  return 0;
+}
+
+/*
+ * The master and n workers, overlapped: the master is spawned first; while it starts, the
+ * workers are placed and get their ports and directories; an `early` launcher's workers are
+ * spawned before the master is ready. A master that must move to another port takes its early
+ * workers down and has them started again.
+ */
+int lc_cluster_start(lc_cluster *c, int n) {
+  size_t mark = c->nports, fwd_mark = c->fwds.n;
+  wstart st = {0};
+  scan sc = {0};
+  int port = 0, r, retry = 0, spawned = 0;
+  int early = c->w->version >= 2 && c->w->early;
+
+  if (c->master_proc != NULL)
+    return n > 0 ? lc_cluster_start_workers(c, n) : 0;
+  if (n < 1)
+    return n == 0 ? lc_cluster_start_master(c)
+                  : lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
+  if ((r = master_runtime(c)) < 0)
+    return r;
+  workdirs_begin(c);
+  /* one listing of every host picks the master's port and the workers' */
+  if ((r = scan_group(c, &sc)) < 0 || (r = master_attempt(c, 0, &sc, &port)) < 0 ||
+      (r = workers_prepare(c, n, &sc, &st)) < 0)
+    goto out;
+  if (early && (r = workers_spawn(c, &st)) < 0)
+    goto out;
+  spawned = early;
+  r = master_await(c, port, &retry);
+  for (int attempt = 1; r < 0 && retry && attempt < 5; attempt++) {
+    if (spawned)
+      workers_unspawn(c, &st);
+    spawned = 0;
+    if ((r = master_attempt(c, attempt, NULL, &port)) == 0)
+      r = master_await(c, port, &retry);
+  }
+  if (r < 0 || (r = master_finish(c)) < 0)
+    goto out;
+  if (!spawned && (r = workers_spawn(c, &st)) < 0)
+    goto out;
+  r = workers_finish(c, &st);
 out:
-  free(slots);
-  free(ports);
-  if (r < 0) { /* undo this start: its workers, tunnels and ports */
+  free(sc.per);
+  if (r < 0) {
     char saved[LC_ERRMSG_MAX];
     snprintf(saved, sizeof(saved), "%s", lc_error_last());
-    for (size_t i = first; i < c->nworkers; i++)
-      worker_clear(&c->workers[i]);
-    c->nworkers = first;
-    for (size_t i = fwd_mark; i < c->fwds.n; i++)
-      lc_forward_free(c->fwds.v[i]);
-    c->fwds.n = fwd_mark;
+    workers_undo(c, &st);
+    master_drop(c);
+    fwds_drop(c, fwd_mark);
     release_ports(c, mark);
-    logf_(c, "start of %d workers failed: %s", n, saved);
     return lc__error_set(r, "%s", saved);
   }
   return 0;
 }
 
-int lc_cluster_start(lc_cluster *c, int n) {
-  int r;
-  if (c->master_proc == NULL && (r = lc_cluster_start_master(c)) < 0)
-    return r;
-  return n > 0 ? lc_cluster_start_workers(c, n) : 0;
+/*
+ * For launchers: from now on, count the master's output lines that contain up (+1) or down (-1,
+ * may be NULL); lc__cluster_wait_count waits on the count. Set before the master is spawned.
+ */
+void lc__cluster_count_master_lines(lc_cluster *c, const char *up, const char *down) {
+  pthread_mutex_lock(&c->mu);
+  c->count_up = up;
+  c->count_down = down;
+  pthread_mutex_unlock(&c->mu);
+}
+
+/*
+ * Waits until the master's count reaches n: 0; LC_EREMOTE as soon as the master or a worker ended
+ * (the caller names it); -ETIMEDOUT. *seen says whether any counted line came.
+ */
+int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
+  uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  int r = -ETIMEDOUT;
+  *seen = 0;
+  for (;;) {
+    struct timespec ts;
+    long count;
+    pthread_mutex_lock(&c->mu);
+    count = c->count;
+    pthread_mutex_unlock(&c->mu);
+    *seen = *seen || count != 0;
+    if (count >= n)
+      return 0;
+    if (c->master_proc == NULL || lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT)
+      return lc__error_set(LC_EREMOTE, "the master ended");
+    for (size_t i = 0; i < c->nworkers; i++)
+      if (c->workers[i].proc != NULL && lc_process_wait(NULL, c->workers[i].proc, 0) != -ETIMEDOUT)
+        return lc__error_set(LC_EREMOTE, "%s ended", c->workers[i].tag->tag);
+    if (lc__now_ms() >= deadline)
+      return lc__error_set(r, "the master counted %ld of %ld within %.1f s", count, n,
+                           timeout_ms / 1000.0);
+    /* the pause is a wait on the count: each counted line ends it at once */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += POLL_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->count == count)
+      pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    pthread_mutex_unlock(&c->mu);
+  }
 }
 
 int lc_cluster_wait(lc_cluster *c, int timeout_ms) {

@@ -134,16 +134,16 @@ int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms) {
   return 0;
 }
 
-int lc__engine_run(lc_engine *e, lc__call *c, void (*fn)(lc__call *c)) {
-  if (lc__engine_on_thread(e))
-    return lc__error_set(LC_EINTERNAL, "blocking lazycluster call made on the engine thread "
-                                       "(from inside a callback)");
+int lc__engine_post(lc_engine *e, lc__call *c, void (*fn)(lc__call *c)) {
   c->fn = fn;
   c->engine = e;
   c->next = NULL;
   c->done = 0;
   c->err.code = 0;
   c->err.msg[0] = '\0';
+  if (lc__engine_on_thread(e))
+    return lc__error_set(LC_EINTERNAL, "blocking lazycluster call made on the engine thread "
+                                       "(from inside a callback)");
   pthread_mutex_lock(&e->mu);
   if (e->stopping) {
     pthread_mutex_unlock(&e->mu);
@@ -155,9 +155,22 @@ int lc__engine_run(lc_engine *e, lc__call *c, void (*fn)(lc__call *c)) {
     e->queue_head = c;
   e->queue_tail = c;
   uv_async_send(&e->wake);
+  pthread_mutex_unlock(&e->mu);
+  return 0;
+}
+
+int lc__engine_await(lc_engine *e, lc__call *c) {
+  pthread_mutex_lock(&e->mu);
   lc__engine_wait(e, &c->done, -1);
   pthread_mutex_unlock(&e->mu);
   return lc__err_raise(&c->err);
+}
+
+int lc__engine_run(lc_engine *e, lc__call *c, void (*fn)(lc__call *c)) {
+  int r;
+  if ((r = lc__engine_post(e, c, fn)) < 0)
+    return r;
+  return lc__engine_await(e, c);
 }
 
 void lc__call_done(lc__call *c, int code) {

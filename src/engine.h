@@ -24,6 +24,11 @@ struct lc__call {
 
 /* Posts c to the engine and waits until it is done; returns its code with the detail raised. */
 int lc__engine_run(lc_engine *e, lc__call *c, void (*fn)(lc__call *c));
+/* Posts c to the engine without waiting (many calls can then run at once); 0, or an error when
+ * the engine is stopping or this is the engine thread (c is then not posted). */
+int lc__engine_post(lc_engine *e, lc__call *c, void (*fn)(lc__call *c));
+/* Waits until a posted c is done; returns its code with the detail raised. */
+int lc__engine_await(lc_engine *e, lc__call *c);
 /* Engine thread: finishes a call (code 0 or an error already in c->err via lc__err_set). */
 void lc__call_done(lc__call *c, int code);
 

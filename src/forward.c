@@ -329,12 +329,11 @@ static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
                        rt->name, port);
 }
 
-int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
-                   const char *target_host, int target_port, const lc_forward_options *opts) {
+/* Checks a forward's settings and makes it, not yet started. */
+static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
+                        const char *target_host, int target_port, const lc_forward_options *opts) {
   lc_forward *f = NULL;
-  fwd_call fc;
   const char *bind = opts && opts->bind_address ? opts->bind_address : "127.0.0.1";
-  int r;
 
   *out = NULL;
   if (rt == NULL || target_host == NULL || target_host[0] == '\0')
@@ -375,15 +374,73 @@ int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int p
     f->on_state = opts->on_state;
     f->payload = opts->payload;
   }
-  fc.f = f;
-  if ((r = lc__engine_run(rt->engine, &fc.call, start_fn)) < 0) {
-    if (r == LC_EFORWARD && kind == LC_FORWARD_REMOTE)
-      r = explain_remote_refusal(rt, port, r);
-    forward_release(f);
-    return r;
-  }
   *out = f;
   return 0;
+}
+
+/* The end of a start: a forward that did not come up is freed, with its cause explained. */
+static int forward_started(lc_forward *f, int r) {
+  if (r < 0) {
+    if (r == LC_EFORWARD && f->kind == LC_FORWARD_REMOTE)
+      r = explain_remote_refusal(f->rt, f->port, r);
+    forward_release(f);
+  }
+  return r;
+}
+
+int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
+                   const char *target_host, int target_port, const lc_forward_options *opts) {
+  lc_forward *f = NULL;
+  fwd_call fc;
+  int r;
+
+  if ((r = forward_make(&f, rt, kind, port, target_host, target_port, opts)) < 0)
+    return r;
+  fc.f = f;
+  if ((r = forward_started(f, lc__engine_run(rt->engine, &fc.call, start_fn))) < 0)
+    return r;
+  *out = f;
+  return 0;
+}
+
+/*
+ * Many forwards at once: every start is posted before any is awaited, so the round trips to
+ * different hosts overlap (one host's remote listens still go one at a time in its backend).
+ */
+int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
+  fwd_call *fc = NULL;
+  char first[LC_ERRMSG_MAX] = "";
+  int r = 0;
+
+  if (n == 0)
+    return 0;
+  if ((fc = lc__calloc(n, sizeof(*fc))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  for (size_t i = 0; i < n && r == 0; i++) {
+    const lc__fwd_spec *s = &spec[i];
+    if ((r = forward_make(&fc[i].f, s->rt, s->kind, s->port, s->target, s->target_port, NULL)) < 0)
+      break;
+    if ((r = lc__engine_post(s->rt->engine, &fc[i].call, start_fn)) < 0) {
+      forward_release(fc[i].f);
+      fc[i].f = NULL;
+    }
+  }
+  /* every posted start is awaited, whatever happened to the others; the first error stands */
+  if (r < 0)
+    snprintf(first, sizeof(first), "%s", lc_error_last());
+  for (size_t i = 0; i < n && fc[i].f != NULL; i++) {
+    int e = forward_started(fc[i].f, lc__engine_await(fc[i].f->engine, &fc[i].call));
+    if (e == 0)
+      e = lc__fwdlist_add(keep, fc[i].f);
+    if (e < 0 && r == 0) {
+      r = e;
+      snprintf(first, sizeof(first), "%s", lc_error_last());
+    }
+  }
+  if (r < 0)
+    lc__error_set(r, "%s", first);
+  free(fc);
+  return r;
 }
 
 int lc_forward_port(const lc_forward *f) { return f->port; }

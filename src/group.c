@@ -700,28 +700,42 @@ void lc__fwdlist_free(lc__fwdlist *l) {
 }
 
 /*
- * Makes port of owner (NULL: this machine) reachable as localhost:port here (a local forward)
- * and on every other runtime of g (a remote forward to here). The forwards go into keep.
+ * Makes each port[k] of owner[k] (NULL: this machine) reachable as localhost:port here (a local
+ * forward) and on every other runtime of g (a remote forward to here), all at once. The forwards
+ * go into keep.
  */
-int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep) {
-  lc_forward *f = NULL;
+int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
+                          lc__fwdlist *keep) {
+  lc__fwd_spec *spec = NULL;
+  size_t ns = 0;
   int r;
-  if (port < 1 || port > 65535)
-    return lc__error_set(-EINVAL, "expose: bad port %d", port);
-  if (owner != NULL && owner->ops != &lc__local_ops) {
-    if ((r = lc_forward_new(&f, owner, LC_FORWARD_LOCAL, port, "127.0.0.1", port, NULL)) < 0 ||
-        (r = lc__fwdlist_add(keep, f)) < 0)
-      return r;
+  for (size_t k = 0; k < n; k++)
+    if (port[k] < 1 || port[k] > 65535)
+      return lc__error_set(-EINVAL, "expose: bad port %d", port[k]);
+  if ((spec = lc__calloc(n * (g->n + 1) + 1, sizeof(*spec))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  for (size_t k = 0; k < n; k++) {
+    lc__fwd_spec s = {.port = port[k], .target = "127.0.0.1", .target_port = port[k]};
+    if (owner[k] != NULL && owner[k]->ops != &lc__local_ops) {
+      s.rt = owner[k];
+      s.kind = LC_FORWARD_LOCAL;
+      spec[ns++] = s;
+    }
+    for (size_t i = 0; i < g->n; i++) {
+      if (g->rts[i] == owner[k] || g->rts[i]->ops == &lc__local_ops)
+        continue; /* this machine already has the port */
+      s.rt = g->rts[i];
+      s.kind = LC_FORWARD_REMOTE;
+      spec[ns++] = s;
+    }
   }
-  for (size_t i = 0; i < g->n; i++) {
-    if (g->rts[i] == owner || g->rts[i]->ops == &lc__local_ops)
-      continue; /* this machine already has the port */
-    if ((r = lc_forward_new(&f, g->rts[i], LC_FORWARD_REMOTE, port, "127.0.0.1", port, NULL)) <
-            0 ||
-        (r = lc__fwdlist_add(keep, f)) < 0)
-      return r;
-  }
-  return 0;
+  r = lc__forwards_new(spec, ns, keep);
+  free(spec);
+  return r;
+}
+
+int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep) {
+  return lc__group_expose_many(g, &owner, &port, 1, keep);
 }
 
 int lc_group_free_port(int *out, lc_group *g, const lc_ports *ranges) {

@@ -3,6 +3,7 @@
  * process-wide reservation of ports handed out (lc_port_*).
  */
 #include "ports_internal.h"
+#include "runtime_internal.h"
 
 #include <errno.h>
 #include <netinet/in.h>
@@ -506,7 +507,8 @@ static void listing_start(listing *l) {
   int r;
   eo.on_line = listing_line;
   eo.payload = &l->scan;
-  if ((r = lc_runtime_spawn(&l->proc, l->rt, LISTING_COMMAND, &eo)) < 0)
+  /* a read of two files ends by itself: no lifeline needed, and none to pay for */
+  if ((r = lc__runtime_spawn_plain(&l->proc, l->rt, LISTING_COMMAND, &eo)) < 0)
     listing_fail(l, r, lc_error_last());
 }
 
@@ -558,6 +560,31 @@ int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms) {
   else
     r = lc__portscan_to_ports(out, &l->scan);
   free(l);
+  return r;
+}
+
+int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int timeout_ms) {
+  listing *ls = NULL;
+  uint64_t deadline;
+  int r = 0;
+  if (n == 0)
+    return 0;
+  if (timeout_ms <= 0)
+    timeout_ms = LISTING_TIMEOUT_MS;
+  if ((ls = lc__calloc(n, sizeof(*ls))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  deadline = lc__now_ms() + (uint64_t)timeout_ms;
+  for (size_t i = 0; i < n; i++) {
+    ls[i].rt = rts[i];
+    listing_start(&ls[i]);
+  }
+  for (size_t i = 0; i < n; i++) {
+    listing_finish(&ls[i], deadline, timeout_ms);
+    if (ls[i].rc < 0 && r == 0)
+      r = lc__error_set(ls[i].rc, "%s", ls[i].msg);
+    out[i] = ls[i].scan;
+  }
+  free(ls);
   return r;
 }
 

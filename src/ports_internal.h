@@ -28,4 +28,11 @@ void lc__portscan_text(lc__portscan *s, const char *text, size_t len);
 /* The listening ports of s as a new set. Returns 0 or -ENOMEM. */
 int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
 
+/*
+ * The listening ports of n runtimes, read all at once into out[0..n-1]. Returns 0, or the first
+ * failure ("lab3: cannot read its listening ports: ..."); -ETIMEDOUT after timeout_ms (0: the
+ * default). Any thread but the engine's.
+ */
+int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int timeout_ms);
+
 #endif /* LC_PORTS_INTERNAL_H */

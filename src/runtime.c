@@ -218,6 +218,8 @@ int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *hos
 void lc__runtime_discard(lc_runtime *rt) {
   if (rt == NULL)
     return;
+  lc_process_free(rt->workdir_making);
+  free(rt->workdir_making_arg);
   lc_process_free(rt->workdir_keeper);
   free(rt->workdir_keeper_arg);
   runtime_close(rt);
@@ -261,6 +263,10 @@ int lc_runtime_new_local(lc_runtime **out, lc_engine *engine, const lc_runtime_o
 void lc_runtime_free(lc_runtime *rt) {
   if (rt == NULL)
     return;
+  if (rt->workdir_making != NULL) { /* begun, never awaited: finish it, so that it goes below */
+    const char *wd;
+    lc_runtime_workdir(&wd, rt);
+  }
   if (rt->workdir != NULL && !rt->opts.keep_workdir && lc_runtime_is_connected(rt)) {
     lc__buf cmd = {0};
     lc_exec_options eo = {.version = LC_EXEC_OPTIONS_VERSION, .timeout_ms = 10000};
@@ -560,6 +566,16 @@ int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
   return r;
 }
 
+int lc__runtime_spawn_plain(lc_process **out, lc_runtime *rt, const char *command,
+                            const lc_exec_options *opts) {
+  int r;
+  if ((r = lc__proc_new(out, rt, command, opts, 0, NULL)) < 0)
+    return r;
+  if ((r = proc_start(*out)) < 0)
+    *out = NULL;
+  return r;
+}
+
 int lc_process_wait(lc_exec_result *out, lc_process *p, int timeout_ms) {
   int r;
   lc__engine_lock(p->engine);
@@ -801,25 +817,18 @@ static void workdir_line(const char *line, size_t len, lc_stream stream, void *p
   }
 }
 
-/*
- * Made on first use by one process that prints the path and then stays as its keeper: when the
- * runtime's lifelines end (free, lost connection, SIGKILL of this program), the keeper removes
- * the directory. With keep_workdir, the process only makes it.
- */
-int lc_runtime_workdir(const char **out, lc_runtime *rt) {
+/* Starts the process that makes the directory; the caller holds workdir_mu. */
+static int workdir_begin_locked(lc_runtime *rt) {
   static unsigned int made;
   lc__buf cmd = {0}, cleanup = {0};
   workdir_out *w = NULL;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_process *p = NULL;
   char host[256] = "host", name[320];
-  uint64_t deadline = lc__now_ms() + 30000;
-  int r = 0;
+  int r;
 
-  *out = NULL;
-  pthread_mutex_lock(&rt->workdir_mu);
-  if (rt->workdir != NULL)
-    goto out;
+  if (rt->workdir != NULL || rt->workdir_making != NULL)
+    return 0;
   gethostname(host, sizeof(host) - 1);
   snprintf(name, sizeof(name), "%s-%ld.%u.%llx", host, (long)getpid(),
            __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED), (unsigned long long)lc__now_ms());
@@ -833,11 +842,48 @@ int lc_runtime_workdir(const char **out, lc_runtime *rt) {
   eo.payload = w;
   if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, cleanup.data)) < 0)
     goto out;
-  if ((r = proc_start(p)) < 0) {
-    p = NULL;
+  if ((r = proc_start(p)) < 0)
     goto out;
-  }
-  while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && lc__now_ms() < deadline &&
+  rt->workdir_making = p;
+  rt->workdir_making_arg = w;
+  rt->workdir_deadline = lc__now_ms() + 30000;
+  w = NULL;
+out:
+  free(w);
+  lc__buf_free(&cmd);
+  lc__buf_free(&cleanup);
+  return r;
+}
+
+int lc__runtime_workdir_begin(lc_runtime *rt) {
+  int r;
+  pthread_mutex_lock(&rt->workdir_mu);
+  r = workdir_begin_locked(rt);
+  pthread_mutex_unlock(&rt->workdir_mu);
+  return r;
+}
+
+/*
+ * Made on first use by one process that prints the path and then stays as its keeper: when the
+ * runtime's lifelines end (free, lost connection, SIGKILL of this program), the keeper removes
+ * the directory. With keep_workdir, the process only makes it.
+ */
+int lc_runtime_workdir(const char **out, lc_runtime *rt) {
+  workdir_out *w = NULL;
+  lc_process *p = NULL;
+  int r = 0;
+
+  *out = NULL;
+  pthread_mutex_lock(&rt->workdir_mu);
+  if (rt->workdir != NULL)
+    goto out;
+  if ((r = workdir_begin_locked(rt)) < 0)
+    goto out;
+  p = rt->workdir_making;
+  w = rt->workdir_making_arg;
+  rt->workdir_making = NULL;
+  rt->workdir_making_arg = NULL;
+  while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && lc__now_ms() < rt->workdir_deadline &&
          lc_process_wait(NULL, p, 20) == -ETIMEDOUT)
     ;
   if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
@@ -866,8 +912,6 @@ out:
   if (r == 0)
     *out = rt->workdir;
   pthread_mutex_unlock(&rt->workdir_mu);
-  lc__buf_free(&cmd);
-  lc__buf_free(&cleanup);
   return r;
 }
 

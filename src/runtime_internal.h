@@ -131,6 +131,9 @@ struct lc_runtime {
   char *workdir;
   lc_process *workdir_keeper; /* removes the directory when this runtime's lifelines end */
   void *workdir_keeper_arg;
+  lc_process *workdir_making; /* lc__runtime_workdir_begin started it; not yet awaited */
+  void *workdir_making_arg;
+  uint64_t workdir_deadline;
   pthread_mutex_t workdir_mu;
   lc__call *call;           /* the call waiting for connect or close */
   lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
@@ -193,7 +196,21 @@ typedef struct lc__fwdlist {
 } lc__fwdlist;
 int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f);
 void lc__fwdlist_free(lc__fwdlist *l);
+/* A forward for lc__forwards_new. */
+typedef struct lc__fwd_spec {
+  lc_runtime *rt;
+  lc_forward_kind kind;
+  int port;
+  const char *target;
+  int target_port;
+} lc__fwd_spec;
+/* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
+ * 0 or the first error, as lc_forward_new would. */
+int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
 int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep);
+/* lc__group_expose of n ports, all at once. */
+int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
+                          lc__fwdlist *keep);
 lc_engine *lc__group_engine(const lc_group *g);
 lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
@@ -205,6 +222,14 @@ int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsign
 int lc__command_get_file(lc__buf *out, const char *path);
 /* Makes working directory NAME under root and prints its path; unless keep, it then stays (the
  * keeper) and cleanup gets the text its lifeline runs to remove the directory. */
+/* lc_runtime_spawn without the lifeline wrapper: for short reads that end by themselves (a
+ * listing of ports), where the wrapper's start would be most of the cost. */
+int lc__runtime_spawn_plain(lc_process **out, lc_runtime *rt, const char *command,
+                            const lc_exec_options *opts);
+/* Starts making rt's working directory without waiting (lc_runtime_workdir then waits for it),
+ * so that many hosts make theirs at once. 0 when started or already there. Any thread but the
+ * engine's. */
+int lc__runtime_workdir_begin(lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
 int lc__signal_from_name(const char *name);

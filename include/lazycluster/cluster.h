@@ -53,7 +53,7 @@ struct lc_master_launcher {
   int (*wait_ready)(lc_master_launcher *self, lc_cluster *cluster, int port, int timeout_ms);
 };
 
-#define LC_WORKER_LAUNCHER_VERSION 1
+#define LC_WORKER_LAUNCHER_VERSION 2
 
 #define LC_WORKER_MESH 1 /**< lc_worker_launcher.mesh: each worker's port on every host */
 #define LC_WORKER_HERE 2 /**< lc_worker_launcher.mesh: each worker's port on this machine */
@@ -79,13 +79,28 @@ struct lc_worker_launcher {
   int portless;
   /** Non-zero: each worker also gets a second free port, aux_port. */
   int aux_port;
+  /* version 2 */
+  /** Non-zero: lc_cluster_start may start the workers as soon as the master's process runs,
+   * before the master is ready (for workers that retry the master until it answers). */
+  int early;
 };
 
 /** Output of every process of the cluster: tag is "HOST master" or "HOST worker-N". */
 typedef void (*lc_cluster_line_cb)(const char *tag, const char *line, size_t len, lc_stream stream,
                                    void *payload);
 
-#define LC_CLUSTER_OPTIONS_VERSION 1
+/** Progress of a start, for lc_cluster_options.on_event. */
+typedef enum lc_cluster_event {
+  LC_CLUSTER_MASTER_UP = 1, /**< the master is ready and reachable on every host */
+  LC_CLUSTER_WORKER_UP = 2, /**< worker index is ready */
+} lc_cluster_event;
+
+/** Called on the thread that starts the cluster; index is -1 for the master. Must not call
+ * lc_cluster_* of this cluster. */
+typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event, int index,
+                                    void *payload);
+
+#define LC_CLUSTER_OPTIONS_VERSION 2
 
 /** Options of a cluster. A zero field means the default. */
 typedef struct lc_cluster_options {
@@ -107,6 +122,9 @@ typedef struct lc_cluster_options {
   void *payload;
   /** Extra "NAME=VALUE" for every process; NULL-terminated. */
   const char *const *env;
+  /* version 2 */
+  /** Progress of a start (gets payload too); NULL: none. */
+  lc_cluster_event_cb on_event;
 } lc_cluster_options;
 
 #define LC_CLUSTER_OPTIONS_INIT {.version = LC_CLUSTER_OPTIONS_VERSION}
@@ -122,7 +140,11 @@ LC_EXTERN void lc_cluster_options_init(lc_cluster_options *opts);
 LC_EXTERN int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master,
                              lc_worker_launcher *worker, const lc_cluster_options *opts);
 
-/** Starts the master, then n workers. Errors as the two calls below. */
+/**
+ * Starts the master and n workers, and waits until all are ready. Overlaps what it can: the
+ * workers' ports and working directories are made while the master starts, and a launcher marked
+ * `early` has its workers started before the master is ready. Errors as the two calls below.
+ */
 LC_EXTERN int lc_cluster_start(lc_cluster *c, int n);
 
 /**

@@ -14,10 +14,17 @@
 #include <string.h>
 #include <unistd.h>
 
+/* Progress lines while the cluster starts. */
+typedef struct progress {
+  int color;
+  int master_up;
+  long workers, up;
+} progress;
+
 static void debug_line(const char *tag, const char *line, size_t len, lc_stream stream,
                        void *payload) {
   static char buf[1 << 16];
-  int color = *(int *)payload;
+  int color = ((progress *)payload)->color;
   int n = snprintf(buf, sizeof(buf), color ? "\033[%sm[%s]\033[0m " : "[%.0s%s] ",
                    stream == LC_STDERR ? "33" : "36", tag);
   FILE *out = stderr;
@@ -29,6 +36,16 @@ static void debug_line(const char *tag, const char *line, size_t len, lc_stream 
   buf[(size_t)n + len] = '\n';
   fwrite(buf, 1, (size_t)n + len + 1, out); /* one write a line: never two tags on one line */
   fflush(out);
+}
+
+static void on_event(lc_cluster *c, lc_cluster_event ev, int index, void *payload) {
+  progress *p = payload;
+  (void)index;
+  if (ev == LC_CLUSTER_MASTER_UP && (p->master_up = 1))
+    fprintf(stderr, "master up: localhost:%d (on %s)\n", lc_cluster_master_port(c),
+            lc_cluster_master_host(c));
+  else if (ev == LC_CLUSTER_WORKER_UP && ++p->up == p->workers)
+    fprintf(stderr, "workers up: %ld/%ld\n", p->up, p->workers);
 }
 
 static int usage(void) {
@@ -80,7 +97,8 @@ int cli_start(int argc, char **argv) {
   lc_cluster *c = NULL;
   sigset_t sigs;
   long workers = -1;
-  int debug = 0, color = isatty(2), r, status = CLI_EXIT_OK, have_hosts;
+  progress prog = {.color = isatty(2)};
+  int debug = 0, r, status = CLI_EXIT_OK, have_hosts;
   char *end;
 
   cli_hostopts_init(&h);
@@ -209,22 +227,19 @@ int cli_start(int argc, char **argv) {
     }
   }
   co.on_line = debug ? debug_line : NULL;
-  co.payload = &color;
+  co.on_event = on_event;
+  co.payload = &prog;
+  prog.workers = workers;
   if ((r = lc_cluster_new(&c, g, ml, wl, &co)) < 0) {
     status = cli_fail("start", r, "cannot make the cluster");
     goto out;
   }
-  if ((r = lc_cluster_start_master(c)) < 0) {
-    status = cli_fail("start", r, "the master did not start");
+  /* the master and the workers together: what the workers need is made while the master starts */
+  if ((r = lc_cluster_start(c, (int)workers)) < 0) {
+    status = cli_fail("start", r,
+                      prog.master_up ? "the workers did not start" : "the cluster did not start");
     goto out;
   }
-  fprintf(stderr, "master up: localhost:%d (on %s)\n", lc_cluster_master_port(c),
-          lc_cluster_master_host(c));
-  if ((r = lc_cluster_start_workers(c, (int)workers)) < 0) {
-    status = cli_fail("start", r, "the workers did not start");
-    goto out;
-  }
-  fprintf(stderr, "workers up: %zu/%ld\n", lc_cluster_worker_count(c), workers);
   printf("master    localhost:%d on %s\n", lc_cluster_master_port(c), lc_cluster_master_host(c));
   for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
     const lc_worker_info *w = lc_cluster_worker(c, i);
