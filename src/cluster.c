@@ -836,6 +836,8 @@ static void workers_undo(lc_cluster *c, wstart *st) {
   lc__error_set(LC_EREMOTE, "%s", saved); /* the detail, for the caller to return */
 }
 
+static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline);
+
 /* The spawned workers' tunnels (all at once), then their readiness. */
 static int workers_finish(lc_cluster *c, const wstart *st) {
   size_t first = st->first;
@@ -895,58 +897,103 @@ static int workers_finish(lc_cluster *c, const wstart *st) {
       event(c, LC_CLUSTER_WORKER_UP, c->workers[i].info.index);
     return r;
   }
+  return wait_listening_all(c, first, deadline);
+}
+
+/*
+ * Readiness of workers first..: each host with workers not yet listening has its own listing
+ * going, one after the other (10 ms apart), so that a slow host holds up no other and a host
+ * whose workers are all up is left alone. Ends at the first worker that died.
+ */
+static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
+  size_t nh = lc_group_count(c->group);
+  lc__listing **ls = lc__calloc(nh + 1, sizeof(*ls));
+  uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
+  char *needed = lc__calloc(nh + 1, 1);
+  char msg[4096];
+  int r = 0;
+
+  if (ls == NULL || next == NULL || needed == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
   for (;;) {
     size_t pending = 0;
+    lc__listing *busy = NULL;
     lc_process *some = NULL;
+    uint64_t now = lc__now_ms();
+    /* listings that ended: the workers of their host that listen are ready */
+    for (size_t h = 0; h < nh; h++) {
+      const lc__portscan *ps = NULL;
+      if (ls[h] == NULL || !lc__listing_wait(ls[h], 0))
+        continue;
+      if ((r = lc__listing_finish(ls[h], &ps)) < 0)
+        goto out;
+      for (size_t i = first; i < c->nworkers; i++) {
+        cworker *w = &c->workers[i];
+        if (w->ready || group_index(c, w->rt) != h ||
+            !((ps->listening[w->info.port / 8] >> (w->info.port % 8)) & 1))
+          continue;
+        w->ready = 1;
+        logf_(c, "%s ready on port %d", w->tag->tag, w->info.port);
+        event(c, LC_CLUSTER_WORKER_UP, w->info.index);
+      }
+      lc__listing_free(ls[h]);
+      ls[h] = NULL;
+      next[h] = now + POLL_MS / 5;
+    }
+    memset(needed, 0, nh);
     for (size_t i = first; i < c->nworkers; i++) {
       cworker *w = &c->workers[i];
+      size_t h = group_index(c, w->rt);
       if (w->ready)
         continue;
       if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
         describe(c, w->tag, w->proc, msg, sizeof(msg));
-        return lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->tag->tag, msg);
+        r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->tag->tag, msg);
+        goto out;
       }
-      if (c->w->portless) {
+      if (c->w->portless || h == (size_t)-1) {
         w->ready = 1;
         event(c, LC_CLUSTER_WORKER_UP, w->info.index);
         continue;
       }
+      needed[h] = 1;
       pending++;
       some = w->proc;
     }
-    /* one listing of every host per round, all at once */
-    if (pending > 0) {
-      scan sc = {0};
-      if ((r = scan_group(c, &sc)) < 0) {
-        free(sc.per);
-        return r;
-      }
-      for (size_t i = first; i < c->nworkers; i++) {
-        cworker *w = &c->workers[i];
-        size_t gi = group_index(c, w->rt);
-        if (w->ready || gi == (size_t)-1 || !scan_has(&sc, gi, w->info.port))
-          continue;
-        w->ready = 1;
-        pending--;
-        logf_(c, "%s ready on port %d", w->tag->tag, w->info.port);
-        event(c, LC_CLUSTER_WORKER_UP, w->info.index);
-      }
-      free(sc.per);
-    }
     if (pending == 0)
-      return 0;
-    if (lc__now_ms() >= deadline) {
+      goto out;
+    if (now >= deadline) {
       for (size_t i = first; i < c->nworkers; i++) {
         cworker *w = &c->workers[i];
         if (w->ready)
           continue;
         describe(c, w->tag, w->proc, msg, sizeof(msg));
-        return lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s",
-                             w->tag->tag, w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
+        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s",
+                          w->tag->tag, w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
+        goto out;
       }
     }
-    lc_process_wait(NULL, some, POLL_MS); /* the pause is a wait: an exit cuts it short */
+    for (size_t h = 0; h < nh; h++) {
+      if (needed[h] && ls[h] == NULL && now >= next[h] &&
+          (r = lc__listing_start(&ls[h], lc_group_at(c->group, h))) < 0)
+        goto out;
+      busy = ls[h] != NULL ? ls[h] : busy;
+    }
+    /* the pause is a wait on a listing (or a worker): its end cuts it short */
+    if (busy != NULL)
+      lc__listing_wait(busy, POLL_MS / 10);
+    else
+      lc_process_wait(NULL, some, POLL_MS / 10);
   }
+out:
+  for (size_t h = 0; ls != NULL && h < nh; h++)
+    lc__listing_free(ls[h]);
+  free(ls);
+  free(next);
+  free(needed);
+  return r;
 }
 
 int lc_cluster_start_workers(lc_cluster *c, int n) {

@@ -588,6 +588,43 @@ int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int time
   return r;
 }
 
+struct lc__listing {
+  listing l;
+  uint64_t started;
+};
+
+int lc__listing_start(lc__listing **out, lc_runtime *rt) {
+  lc__listing *x = lc__calloc(1, sizeof(*x));
+  *out = NULL;
+  if (x == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  x->l.rt = rt;
+  x->started = lc__now_ms();
+  listing_start(&x->l);
+  *out = x;
+  return 0;
+}
+
+int lc__listing_wait(lc__listing *x, int timeout_ms) {
+  return x->l.proc == NULL || lc_process_wait(NULL, x->l.proc, timeout_ms) != -ETIMEDOUT;
+}
+
+int lc__listing_finish(lc__listing *x, const lc__portscan **scan) {
+  uint64_t now = lc__now_ms();
+  listing_finish(&x->l,
+                 x->started + LISTING_TIMEOUT_MS > now ? x->started + LISTING_TIMEOUT_MS : now,
+                 LISTING_TIMEOUT_MS);
+  *scan = &x->l.scan;
+  return x->l.rc < 0 ? lc__error_set(x->l.rc, "%s", x->l.msg) : 0;
+}
+
+void lc__listing_free(lc__listing *x) {
+  if (x == NULL)
+    return;
+  lc_process_free(x->l.proc);
+  free(x);
+}
+
 /* Counts, for the message of LC_ENOPORTS, why the ports of ranges were turned down. */
 typedef struct refusals {
   size_t on_hosts, reserved, here;

@@ -35,4 +35,16 @@ int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
  */
 int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int timeout_ms);
 
+/* One host's listing, started and judged apart (readiness watches many hosts at its own pace). */
+typedef struct lc__listing lc__listing;
+/* Starts a listing of rt's listening ports. Returns 0 or -ENOMEM (a failure to start shows in
+ * lc__listing_finish). */
+int lc__listing_start(lc__listing **out, lc_runtime *rt);
+/* Waits up to timeout_ms: 1 when the listing is over, else 0. */
+int lc__listing_wait(lc__listing *x, int timeout_ms);
+/* Waits for the end and judges it: 0 with *scan (borrowed from x), or the failure's detail. */
+int lc__listing_finish(lc__listing *x, const lc__portscan **scan);
+/* Frees x, ending its process if it still runs. NULL is fine. */
+void lc__listing_free(lc__listing *x);
+
 #endif /* LC_PORTS_INTERNAL_H */

@@ -21,3 +21,10 @@ add_test(NAME bench_tunnel
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench/run_tunnel.sh $<TARGET_FILE:lc_bench_tunnel>
           $<TARGET_FILE:lc_tcpbench> $<TARGET_FILE:lazyclusterctl>)
 set_tests_properties(bench_tunnel PROPERTIES LABELS bench TIMEOUT 1800 RUN_SERIAL TRUE)
+
+# tests/bench/portprobe: waits until every given local port answers a line, all probed at once
+# (the cluster-start benchmarks' "every worker answers here").
+add_executable(lc_portprobe bench/portprobe.c)
+target_compile_options(lc_portprobe PRIVATE ${LC_WARNINGS})
+set_target_properties(lc_portprobe PROPERTIES OUTPUT_NAME portprobe
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)

@@ -3,7 +3,9 @@
 # process listening on its worker port (lazyclusterctl serve), timed from `lazyclusterctl start`
 # until every worker port answers on this machine through the tunnels (the worker mesh), against
 # `pdsh -R ssh` running `true` once on the same 16 hosts (default key exchange and curve25519).
-#   tests/bench/cluster_start_light.sh [--rounds N] [--lc PATH-TO-lazyclusterctl]
+# "Answers" is checked by tests/bench/portprobe (built beside lazyclusterctl): it connects to all
+# 64 ports at once and reads a whole line from each, trying again until each has answered.
+#   tests/bench/cluster_start_light.sh [--rounds N] [--lc PATH-TO-lazyclusterctl] [--probe PATH]
 # Needs root (test hosts are network namespaces) and a build directory outside /tmp (the hosts
 # run the same lazyclusterctl binary by its path; each host has its own /tmp).
 set -euo pipefail
@@ -11,13 +13,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 rounds=5
 lc=$root/build-bench/lazyclusterctl
+probe=""
 while [ $# -gt 0 ]; do
   case $1 in
     --rounds) rounds=$2; shift 2 ;;
     --lc) lc=$2; shift 2 ;;
-    *) echo "usage: $0 [--rounds N] [--lc PATH]" >&2; exit 2 ;;
+    --probe) probe=$2; shift 2 ;;
+    *) echo "usage: $0 [--rounds N] [--lc PATH] [--probe PATH]" >&2; exit 2 ;;
   esac
 done
+[ -n "$probe" ] || probe=$(dirname "$lc")/tests/bench/portprobe
+[ -x "$probe" ] || { echo "no portprobe at $probe (it is built with lazyclusterctl; or give --probe)" >&2; exit 2; }
 [ -x "$lc" ] || { echo "no lazyclusterctl at $lc (build: cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release && cmake --build build-bench)" >&2; exit 2; }
 case $lc in /tmp/*) echo "$lc is under /tmp, which the test hosts cannot see" >&2; exit 2 ;; esac
 command -v pdsh >/dev/null || apt-get install -y -qq pdsh >/dev/null
@@ -28,23 +34,30 @@ hosts=$(for i in $(seq 0 15); do printf 'lab%d,' "$i"; done); hosts=${hosts%,}
 
 now() { date +%s.%N; }
 ours() { # prints seconds until all 64 ports answer here
-  local out t0 t1 pid ports
-  out=$(mktemp)
+  local out t0 t1 pid ports="" line p ready=0
+  out=$(mktemp -u)
+  mkfifo "$out"
   t0=$(now)
   "$lc" start -F "$cfg" --hosts "$hosts" --workers 64 --type-arg expose=here --master-port 62000 --ports 62001-62199 \
     --master-cmd "exec '$lc' serve {master_port} master" \
     --worker-cmd "exec '$lc' serve {worker_port} w{worker_index}" >"$out" 2>"$out.err" &
   pid=$!
-  until grep -q '^ready:' "$out"; do
-    kill -0 "$pid" 2>/dev/null || { echo "start failed" >&2; cat "$out" "$out.err" >&2; return 1; }
-    sleep 0.01
+  # its stdout, line by line as it comes (no polling): the workers' ports, then "ready:"
+  exec 3<"$out"
+  while IFS= read -r line <&3; do
+    case $line in
+      worker-*) p=${line#*localhost:}; ports="$ports ${p%% *}" ;;
+      ready:*) ready=1; break ;;
+    esac
   done
-  ports=$(awk '/^worker-/ { split($2, a, ":"); print a[2] }' "$out")
-  for p in $ports; do
-    until bash -c "exec 3<>/dev/tcp/127.0.0.1/$p && read -r l <&3" 2>/dev/null; do sleep 0.01; done
-  done
+  if [ "$ready" -ne 1 ]; then
+    echo "start failed" >&2; cat "$out.err" >&2; exec 3<&-; wait "$pid" || true; rm -f "$out" "$out.err"; return 1
+  fi
+  # shellcheck disable=SC2086 # one argument a port
+  "$probe" --timeout 60 $ports >/dev/null || { kill -INT "$pid"; exec 3<&-; wait "$pid" || true; return 1; }
   t1=$(now)
   kill -INT "$pid"; wait "$pid" || true
+  exec 3<&-
   [ "$(echo "$ports" | wc -w)" -eq 64 ] || { echo "expected 64 workers" >&2; return 1; }
   echo "$t1 - $t0" | bc
   rm -f "$out" "$out.err"
