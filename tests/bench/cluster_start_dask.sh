@@ -4,7 +4,7 @@
 #
 #   ours        lazyclusterctl start --type dask --workers N --hosts lab0,...  (scheduler here,
 #               workers on the hosts, everything through SSH tunnels), from its launch until it
-#               prints "ready:" (its readiness check, a Dask client, saw all N workers)
+#               prints "ready:" (the scheduler logged the N-th "Register worker")
 #   sshcluster  Dask's own distributed.deploy.ssh.SSHCluster on the same hosts (asyncssh, scheduler
 #               on lab0, workers reach it over the hosts' network), from SSHCluster(...) until a
 #               client's wait_for_workers(N) returns (the Python imports are done before the clock
