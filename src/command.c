@@ -17,57 +17,86 @@
  * ended with it, also when the command exits by itself. After that, $4 (when not empty) runs:
  * cleanup that must happen however the command ended. The wrapper exits as the command did; a
  * command ended by a signal is reported as that signal.
+ *
+ * Every command pays for this text, so it forks little and execs only setsid (and the command's
+ * sh) and the watchdog's sleep: heartbeats reach the watchdog as SIGUSR1 (no file to write, read
+ * and remove), and the sweep for processes that left the group reads only the PIDs made since
+ * the wrapper started, when that range is known to be complete (below), instead of every
+ * process's environ on the host.
  */
 static const char lifeline_sh[] =
     "hb=$1; g=$2; c=$3; x=$4\n"
     "exec 3<&0 </dev/null\n"
-    "f=${TMPDIR:-/tmp}/.lc-hb.$$\n"
-    ": >\"$f\" 2>/dev/null || f=\n"
+    "read -r t _ </proc/uptime 2>/dev/null || t=\n"
+    "case $t in *.[0-9][0-9]) ;; *) t= ;; esac; case $t in 0*) t= ;; esac\n"
     "LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- &\n"
     "p=$!\n"
-    /* its own group exists only once setsid ran: until then a stop could not reach it */
-    "while kill -0 \"$p\" 2>/dev/null && ! kill -0 -\"$p\" 2>/dev/null; do :; done\n"
+    /* not the command's: ignored here, so that a heartbeat that comes before the watchdog set its
+     * trap cannot end it (or the reader) */
+    "trap '' USR1\n"
     /* the wrapper itself writes nothing: a shell's job message into a channel the host already
      * closed would kill it with SIGPIPE before it ends the group and its watchdog */
     "exec >/dev/null 2>&1\n"
-    /* sweep SIG: processes that left the group (setsid, daemons) still carry LC_LIFELINE */
+    /*
+     * sweep SIG: processes that left the group (setsid, daemons) still carry LC_LIFELINE. They
+     * were all made after this wrapper, so their PIDs lie between $$ and the last PID handed out
+     * (/proc/loadavg), unless PIDs wrapped around: a lap needs more than 32468 new PIDs (the
+     * kernel's smallest default pid_max, 32768, less the 300 it skips), and fork and exit each
+     * hold the kernel's task list lock for writing, so no host makes 250000 a second. So when the
+     * last PID is above $$, at most 4096 further, and less than 32468 / 250000 s (12
+     * hundredths) passed since the start, only those PIDs are read, and a short command that
+     * left nothing behind costs no grep at all. Anything else reads every process.
+     */
     "sweep() {\n"
-    "  z=1\n"
-    "  for q in $(grep -lzx \"LC_LIFELINE=$$\" /proc/[0-9]*/environ 2>/dev/null); do\n"
-    "    q=${q#/proc/}; kill -\"$1\" \"${q%/environ}\" 2>/dev/null; z=0\n"
+    "  z=1; l=\n"
+    "  if [ -n \"$t\" ] && read -r u _ </proc/uptime && read -r _ _ _ _ e </proc/loadavg &&\n"
+    "     [ $(( (${u%.*}${u#*.} - ${t%.*}${t#*.} + 1) * 2500 )) -lt 32468 ] &&\n"
+    "     [ \"$e\" -ge $$ ] && [ $((e - $$)) -le 4096 ]; then\n"
+    "    q=$$\n"
+    "    while [ \"$q\" -lt \"$e\" ]; do q=$((q+1))\n"
+    "      [ \"$q\" != \"$r\" ] && [ \"$q\" != \"$w\" ] && [ -e /proc/$q ] && l=\"$l "
+    "/proc/$q/environ\"\n"
+    "    done\n"
+    "  else l='/proc/[0-9]*/environ'; fi\n"
+    "  [ -n \"$l\" ] || return 1\n"
+    "  for q in $(grep -lzxF \"LC_LIFELINE=$$\" $l); do\n"
+    "    q=${q#/proc/}; kill -\"$1\" \"${q%/environ}\"; z=0\n"
     "  done\n"
     "  return $z\n"
     "}\n"
     /* the grace period and the SIGKILLs only when something was still there */
     "end() {\n"
-    "  kill -TERM -\"$p\" 2>/dev/null; a=$?; sweep TERM; b=$?\n"
+    "  kill -TERM -\"$p\"; a=$?; sweep TERM; b=$?\n"
     "  if [ \"$a\" = 0 ] || [ \"$b\" = 0 ]; then\n"
     "    i=0\n"
-    "    while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\" 2>/dev/null; do sleep 0.1; i=$((i+1)); done\n"
-    "    kill -KILL -\"$p\" 2>/dev/null; [ \"$b\" = 0 ] && sweep KILL\n"
+    "    while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\"; do sleep 0.1; i=$((i+1)); done\n"
+    "    kill -KILL -\"$p\"; [ \"$b\" = 0 ] && sweep KILL\n"
     "  fi\n"
-    "  [ -z \"$x\" ] || eval \"$x\" >/dev/null 2>&1\n"
+    "  [ -z \"$x\" ] || eval \"$x\"\n"
     "  return 0\n"
     "}\n"
-    "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -n \"$f\" ] && : >\"$f\"; done;"
-    " end ) >/dev/null 2>&1 &\n"
-    "r=$!; w=\n"
-    /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
-    "quit() { kill $r $w 2>/dev/null; end; [ -n \"$f\" ] && rm -f \"$f\"; exit \"$1\"; }\n"
-    "trap 'quit 129' HUP; trap 'quit 130' INT; trap 'quit 143' TERM\n"
-    "if [ \"$hb\" -gt 0 ] && [ -n \"$f\" ]; then\n"
-    /* the watchdog: its sleep dies with it, so nothing lingers after the command */
-    "  ( trap 'kill $s 2>/dev/null; exit 0' TERM; while :; do sleep 1 & s=$!; wait $s;"
-    " echo >>\"$f\"; n=0; while read -r y; do n=$((n+1)); done <\"$f\";"
-    " [ \"$n\" -gt \"$hb\" ] && break; done; end ) 3<&- >/dev/null 2>&1 &\n"
+    "w=\n"
+    "if [ \"$hb\" -gt 0 ]; then\n"
+    /* the watchdog: one second a tick, a heartbeat (USR1) starts the count again; its sleep dies
+     * with it, so nothing lingers after the command */
+    "  ( trap 'n=0' USR1; trap 'kill $s; wait $s; exit 0' TERM; n=0\n"
+    "    while [ \"$n\" -le \"$hb\" ]; do sleep 1 & s=$!\n"
+    "      while ! wait $s && kill -0 $s; do :; done; s=; n=$((n+1)); done; end ) 3<&- &\n"
     "  w=$!\n"
     "fi\n"
-    "wait \"$p\" 2>/dev/null; s=$?\n"
-    "kill $r $w 2>/dev/null\n"
+    /* its own group exists only once setsid ran: until then a stop could not reach it */
+    "while kill -0 \"$p\" && ! kill -0 -\"$p\"; do :; done\n"
+    "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -z \"$w\" ] || kill -USR1 $w; done;"
+    " end ) &\n"
+    "r=$!\n"
+    /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
+    "quit() { kill $r $w; end; exit \"$1\"; }\n"
+    "trap 'quit 129' HUP; trap 'quit 130' INT; trap 'quit 143' TERM\n"
+    "wait \"$p\"; s=$?\n"
+    /* the reader and the watchdog (and its sleep) are gone before the sweep reads the PIDs */
+    "kill $r $w; wait $r $w\n"
     "end\n"
-    "[ -n \"$f\" ] && rm -f \"$f\"\n"
-    "if [ \"$s\" -gt 128 ]; then n=$(kill -l \"$s\" 2>/dev/null) && { trap - \"$n\" 2>/dev/null;"
-    " kill -s \"$n\" $$; }; fi\n"
+    "if [ \"$s\" -gt 128 ]; then n=$(kill -l \"$s\") && { trap - \"$n\"; kill -s \"$n\" $$; }; fi\n"
     "exit \"$s\"\n";
 
 static int valid_env_name(const char *s, size_t n) {
@@ -106,8 +135,10 @@ int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options
   for (const char *const *e = opts ? opts->env : NULL; e != NULL && *e != NULL; e++) {
     const char *eq = strchr(*e, '=');
     if (eq == NULL || !valid_env_name(*e, (size_t)(eq - *e))) {
-      r = lc__err_set(err, -EINVAL, "bad environment entry \"%s\": want NAME=VALUE with NAME made "
-                                    "of letters, digits and _", *e);
+      r = lc__err_set(err, -EINVAL,
+                      "bad environment entry \"%s\": want NAME=VALUE with NAME made "
+                      "of letters, digits and _",
+                      *e);
       goto out;
     }
     if ((r = lc__buf_puts(&inner, "export ")) < 0 ||
@@ -123,8 +154,8 @@ int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options
         (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
         (r = lc__buf_printf(out, " lc-lifeline %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
         (r = lc__buf_shell_quote(out, inner.data)) < 0 ||
-        (cleanup != NULL && ((r = lc__buf_puts(out, " ")) < 0 ||
-                             (r = lc__buf_shell_quote(out, cleanup)) < 0)))
+        (cleanup != NULL &&
+         ((r = lc__buf_puts(out, " ")) < 0 || (r = lc__buf_shell_quote(out, cleanup)) < 0)))
       goto out;
   } else if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
              (r = lc__buf_shell_quote(out, inner.data)) < 0) {
