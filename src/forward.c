@@ -394,6 +394,7 @@ int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int p
   fwd_call fc;
   int r;
 
+  *out = NULL;
   if ((r = forward_make(&f, rt, kind, port, target_host, target_port, opts)) < 0)
     return r;
   fc.f = f;
