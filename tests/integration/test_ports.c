@@ -206,7 +206,10 @@ static void test_listeners_everywhere(void) {
     lc_ports_free(one);
   }
 
-  /* a listener stopped: its port is free again */
+  /* a listener stopped (and its end awaited: listings no longer pay for a wrapper, so one could
+   * come before the listener is gone): its port is free again */
+  LC_CHECK_OK(lc_process_stop(ls[2].proc));
+  lc_process_wait(NULL, ls[2].proc, 10000);
   lc_process_free(ls[2].proc);
   ls[2].proc = NULL;
   {
