@@ -45,7 +45,9 @@ static const char lifeline_sh[] =
      * hold the kernel's task list lock for writing, so no host makes 250000 a second. So when the
      * last PID is above $$, at most 4096 further, and less than 32468 / 250000 s (12
      * hundredths) passed since the start, only those PIDs are read, and a short command that
-     * left nothing behind costs no grep at all. Anything else reads every process.
+     * left nothing behind costs no grep at all. The reader, the watchdog and the watchdog's sleep
+     * (its parent, field 4 of /proc/PID/stat) are ours and carry no LC_LIFELINE: left out. Anything
+     * else reads every process.
      */
     "sweep() {\n"
     "  z=1; l=\n"
@@ -54,8 +56,8 @@ static const char lifeline_sh[] =
     "     [ \"$e\" -ge $$ ] && [ $((e - $$)) -le 4096 ]; then\n"
     "    q=$$\n"
     "    while [ \"$q\" -lt \"$e\" ]; do q=$((q+1))\n"
-    "      [ \"$q\" != \"$r\" ] && [ \"$q\" != \"$w\" ] && [ -e /proc/$q ] && l=\"$l "
-    "/proc/$q/environ\"\n"
+    "      [ \"$q\" != \"$r\" ] && [ \"$q\" != \"$w\" ] && read -r v </proc/$q/stat &&\n"
+    "        v=${v##*) } && v=${v#* } && [ \"${v%% *}\" != \"$w\" ] && l=\"$l /proc/$q/environ\"\n"
     "    done\n"
     "  else l='/proc/[0-9]*/environ'; fi\n"
     "  [ -n \"$l\" ] || return 1\n"
@@ -93,8 +95,10 @@ static const char lifeline_sh[] =
     "quit() { kill $r $w; end; exit \"$1\"; }\n"
     "trap 'quit 129' HUP; trap 'quit 130' INT; trap 'quit 143' TERM\n"
     "wait \"$p\"; s=$?\n"
-    /* the reader and the watchdog (and its sleep) are gone before the sweep reads the PIDs */
-    "kill $r $w; wait $r $w\n"
+    /* the watchdog is not waited for: a TERM that comes as it starts waiting for its sleep
+     * takes effect only when that sleep ends (up to a second); its sleep is left out of the
+     * sweep by its parent instead */
+    "kill $r $w; wait $r\n"
     "end\n"
     "if [ \"$s\" -gt 128 ]; then n=$(kill -l \"$s\") && { trap - \"$n\"; kill -s \"$n\" $$; }; fi\n"
     "exit \"$s\"\n";
