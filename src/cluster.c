@@ -812,9 +812,15 @@ static int workers_spawn(lc_cluster *c, const wstart *st) {
   return r;
 }
 
-/* Stops the spawned workers of st, keeping their places (the master's port changed). */
+/* Stops the spawned workers of st and awaits their end (their ports are taken again at once),
+ * keeping their places: the master's port changed. */
 static void workers_unspawn(lc_cluster *c, const wstart *st) {
+  for (size_t i = st->first; i < c->nworkers; i++)
+    if (c->workers[i].proc != NULL)
+      lc_process_stop(c->workers[i].proc);
   for (size_t i = st->first; i < c->nworkers; i++) {
+    if (c->workers[i].proc != NULL)
+      lc_process_wait(NULL, c->workers[i].proc, 30000);
     lc_process_free(c->workers[i].proc);
     c->workers[i].proc = NULL;
   }
