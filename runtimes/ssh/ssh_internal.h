@@ -48,6 +48,9 @@ struct schan {
   uv_write_t wreq;
   char *wbuf;           /* in flight to the stream */
   int writing;
+  size_t rx_waiting;    /* data may wait in libssh's channel buffer (what the callback left) */
+  size_t rx_since_grow; /* bytes from the host since the receive window was last topped up */
+  int rx_failed;        /* a write to the stream failed inside the data callback */
   uv_shutdown_t sreq;
   int shut_sent, shut_done;
   int ending;

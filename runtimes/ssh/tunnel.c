@@ -3,11 +3,17 @@
  * end of a socketpair), local forwards (direct-tcpip for each accepted connection) and remote
  * forwards (tcpip-forward on the host, forwarded-tcpip channels connected to the target here).
  *
+ * The data path copies as little as it can: a stream read goes straight into the channel while
+ * nothing waits before it (only the rest is queued in to_chan), and the host's data is written to
+ * the stream from libssh's own buffer by the channel's data callback (only what the stream does
+ * not take at once is read out with ssh_channel_read and written later).
+ *
  * Back-pressure: a stream's data waits in to_chan (at most RELAY_BUF_MAX, then the stream is not
- * read) until the channel's window and the write gate let it through; a channel is read only
- * while nothing is waiting to be written to its stream, so a slow reader stops the window from
- * being refilled and the host stops sending. Memory per connection stays below about
- * RELAY_BUF_MAX + 2 * RELAY_READ.
+ * read) until the channel's window and the write gate let it through; what the stream does not
+ * take stays in libssh's channel buffer, and the receive window is topped up (by a large
+ * ssh_channel_read, the only call of libssh 0.10 that grows it past 1.28 MB) only while nothing
+ * waits there, so a slow reader stops the host from sending. Memory per connection stays below
+ * about RELAY_BUF_MAX + 2 * RELAY_READ.
  */
 #include "ssh_internal.h"
 
@@ -62,27 +68,59 @@ void lc__tunnel_end(schan *k) {
 }
 
 static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  static char rbuf[64 * 1024];
+  static char rbuf[64 * 1024]; /* 256 KiB reads took about 15% more CPU per GiB */
   (void)h;
   (void)suggested;
   buf->base = rbuf;
   buf->len = sizeof(rbuf);
 }
 
+/* Writes into the channel as far as its window and the write gate allow: the bytes taken, or -1
+ * when the channel failed. */
+static ssize_t chan_write(schan *k, const char *data, size_t len) {
+  size_t done = 0;
+  while (done < len && !(ssh_get_poll_flags(k->c->s) & SSH_WRITE_PENDING)) {
+    uint32_t win = ssh_channel_window_size(k->ch);
+    size_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
+    int w;
+    if (win == 0)
+      break;
+    if (n > win)
+      n = win;
+    if ((w = ssh_channel_write(k->ch, data + done, (uint32_t)n)) < 0)
+      return -1;
+    if (w == 0)
+      break;
+    done += (size_t)w;
+  }
+  return (ssize_t)done;
+}
+
 static void on_stream_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
   schan *k = st->data;
   if (n > 0) {
-    if (k->to_chan_off > 0 && k->to_chan_off >= k->to_chan.len - k->to_chan_off) {
-      /* compact only once the written part outweighs the rest: copying stays linear */
-      lc__buf_consume(&k->to_chan, k->to_chan_off);
-      k->to_chan_off = 0;
+    size_t taken = 0;
+    if (k->to_chan.len == k->to_chan_off && k->state == CH_RUNNING) {
+      ssize_t w = chan_write(k, buf->base, (size_t)n); /* nothing queued: no copy */
+      if (w < 0) {
+        lc__tunnel_end(k);
+        return;
+      }
+      taken = (size_t)w;
     }
-    if (lc__buf_append(&k->to_chan, buf->base, (size_t)n) < 0) {
-      lc__tunnel_end(k);
-      return;
+    if (taken < (size_t)n) {
+      if (k->to_chan_off > 0 && k->to_chan_off >= k->to_chan.len - k->to_chan_off) {
+        /* compact only once the written part outweighs the rest: copying stays linear */
+        lc__buf_consume(&k->to_chan, k->to_chan_off);
+        k->to_chan_off = 0;
+      }
+      if (lc__buf_append(&k->to_chan, buf->base + taken, (size_t)n - taken) < 0) {
+        lc__tunnel_end(k);
+        return;
+      }
+      if (k->to_chan.len - k->to_chan_off >= RELAY_BUF_MAX)
+        uv_read_stop(st);
     }
-    if (k->to_chan.len - k->to_chan_off >= RELAY_BUF_MAX)
-      uv_read_stop(st);
   } else if (n < 0) {
     uv_read_stop(st);
     if (n != UV_EOF) {
@@ -133,14 +171,32 @@ void lc__tunnel_pump(schan *k) {
 
   if (k->ending || k->state != CH_RUNNING)
     return;
-  /* channel -> stream: one write in flight at most */
-  while (!k->writing && !k->shut_sent) {
+  if (k->rx_failed) {
+    lc__tunnel_end(k);
+    return;
+  }
+  /* data waits for the channel: one libssh poll round now (it sends what libssh holds if the
+   * socket takes it, and takes the host's window adjusts) lets it go on in this same pass; waiting
+   * for the next wake-up instead cost about 15% more CPU per GiB sent */
+  if (k->to_chan.len > k->to_chan_off)
+    ssh_channel_poll(k->ch, 0);
+  /* channel -> stream: what the data callback left in libssh's buffer, and the window top-up;
+   * one write in flight at most */
+  while (!k->writing && !k->shut_sent && (k->rx_waiting > 0 || k->rx_since_grow >= RELAY_READ / 2)) {
     uv_buf_t b;
     int w;
-    if (ssh_channel_poll(k->ch, 0) <= 0)
+    k->rx_since_grow = 0; /* a read of RELAY_READ tops the window up to RELAY_READ */
+    n = ssh_channel_read(k->ch, relay_buf, sizeof(relay_buf), 0);
+    if (k->rx_failed) {
+      lc__tunnel_end(k);
+      return;
+    }
+    if (n <= 0) {
+      k->rx_waiting = 0;
       break;
-    if ((n = ssh_channel_read(k->ch, relay_buf, sizeof(relay_buf), 0)) <= 0)
-      break;
+    }
+    k->rx_waiting = (size_t)n < sizeof(relay_buf) ? 0 : 1;
+    k->rx_since_grow += (size_t)n;
     b = uv_buf_init(relay_buf, (unsigned int)n);
     w = uv_try_write(k->stream, &b, 1);
     if (w == n)
@@ -174,19 +230,13 @@ void lc__tunnel_pump(schan *k) {
       k->shut_done = 1;
   }
   /* stream -> channel, within the window and the write gate */
-  while (k->to_chan.len > k->to_chan_off && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)) {
-    uint32_t win = ssh_channel_window_size(k->ch);
-    size_t pending = k->to_chan.len - k->to_chan_off;
-    size_t len = pending < WRITE_CHUNK ? pending : WRITE_CHUNK;
-    if (win == 0)
-      break;
-    if (len > win)
-      len = win;
-    if ((n = ssh_channel_write(k->ch, k->to_chan.data + k->to_chan_off, (uint32_t)len)) < 0) {
+  if (k->to_chan.len > k->to_chan_off) {
+    ssize_t w = chan_write(k, k->to_chan.data + k->to_chan_off, k->to_chan.len - k->to_chan_off);
+    if (w < 0) {
       lc__tunnel_end(k);
       return;
     }
-    k->to_chan_off += (size_t)n;
+    k->to_chan_off += (size_t)w;
     if (k->to_chan_off == k->to_chan.len)
       k->to_chan.len = k->to_chan_off = 0;
   }
@@ -210,10 +260,39 @@ static void on_relay_close(ssh_session s, ssh_channel ch, void *userdata) {
   k->remote_closed = 1;
 }
 
+/* The host's data, in libssh's channel buffer: written to the stream at once when it takes it;
+ * returns what was taken (the rest stays in the buffer for lc__tunnel_pump). */
+static int on_relay_data(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
+                         void *userdata) {
+  schan *k = userdata;
+  uv_buf_t b;
+  int w;
+  (void)s;
+  (void)ch;
+  if (is_stderr)
+    return (int)len; /* a forwarded connection has no stderr */
+  k->rx_waiting = len;
+  if (k->writing || k->shut_sent || k->rx_failed || k->ending || k->state != CH_RUNNING)
+    return 0;
+  b = uv_buf_init(data, len);
+  w = uv_try_write(k->stream, &b, 1);
+  if (w == UV_EAGAIN) {
+    w = 0;
+  } else if (w < 0) {
+    k->rx_failed = 1; /* ended by lc__tunnel_pump, outside libssh */
+    return 0;
+  }
+  k->rx_waiting = len - (uint32_t)w;
+  k->rx_since_grow += (size_t)w;
+  return w;
+}
+
 static void relay_running(schan *k) {
   ssh_callbacks_init(&k->cb);
   k->cb.userdata = k;
   k->cb.channel_close_function = on_relay_close;
+  k->cb.channel_data_function = on_relay_data;
+  k->rx_since_grow = RELAY_READ; /* the first pump grows the window and reads what came early */
   ssh_set_channel_callbacks(k->ch, &k->cb);
   k->state = CH_RUNNING;
   stream_start(k);
