@@ -16,6 +16,7 @@
 #include <time.h>
 
 #define POLL_MS 50
+#define LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
 #define TAIL_LINES 8
 
 /* The last lines a process wrote to stderr, for error messages. */
@@ -908,18 +909,20 @@ static int workers_finish(lc_cluster *c, const wstart *st) {
 
 /*
  * Readiness of workers first..: each host with workers not yet listening has its own listing
- * going, one after the other (10 ms apart), so that a slow host holds up no other and a host
- * whose workers are all up is left alone. Ends at the first worker that died.
+ * going, one after the other (10 ms apart at first, then 10 ms more each time up to
+ * LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no other and
+ * a host whose workers are all up is left alone. Ends at the first worker that died.
  */
 static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
   size_t nh = lc_group_count(c->group);
   lc__listing **ls = lc__calloc(nh + 1, sizeof(*ls));
   uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
+  unsigned *gap = lc__calloc(nh + 1, sizeof(*gap));
   char *needed = lc__calloc(nh + 1, 1);
   char msg[4096];
   int r = 0;
 
-  if (ls == NULL || next == NULL || needed == NULL) {
+  if (ls == NULL || next == NULL || gap == NULL || needed == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
@@ -946,7 +949,10 @@ static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
       }
       lc__listing_free(ls[h]);
       ls[h] = NULL;
-      next[h] = now + POLL_MS / 5;
+      gap[h] += POLL_MS / 5;
+      if (gap[h] > LISTING_GAP_MAX_MS)
+        gap[h] = LISTING_GAP_MAX_MS;
+      next[h] = now + gap[h];
     }
     memset(needed, 0, nh);
     for (size_t i = first; i < c->nworkers; i++) {
@@ -998,6 +1004,7 @@ out:
     lc__listing_free(ls[h]);
   free(ls);
   free(next);
+  free(gap);
   free(needed);
   return r;
 }
