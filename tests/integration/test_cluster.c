@@ -122,6 +122,45 @@ static void test_more_workers_than_hosts(void) {
   free_type(m, w);
 }
 
+/* A master that dies of "address in use" on its first port moves to another; early workers,
+ * started before it was ready, are taken down and started again with the new port. */
+static void test_master_moves_with_early_workers(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char mark[64], tmpl[4400], text[4096], want[128];
+  int port;
+  snprintf(mark, sizeof(mark), "/tmp/lc-test-moved-%d", (int)getpid());
+  unlink(mark);
+  snprintf(tmpl, sizeof(tmpl),
+           "if [ ! -e %s ]; then : > %s; echo 'bind: Address already in use' >&2; exit 1; fi; %s",
+           mark, mark, master_tmpl);
+  LC_REQUIRE_OK(make_type(&m, &w, tmpl, worker_tmpl));
+  LC_REQUIRE(w->version >= 2);
+  w->early = 1;
+  o.master_port = 61800;
+  o.worker_ports = "61801-61850";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start(c, 3));
+  port = lc_cluster_master_port(c);
+  LC_CHECK(port != 61800 && port >= 61801 && port <= 61850);
+  LC_CHECK(lc_cluster_worker_count(c) == 3);
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    worker_file(text, sizeof(text), c, i, "master.txt");
+    LC_CHECK_STR(text, "master\n"); /* the restarted worker reached the moved master */
+    worker_file(text, sizeof(text), c, i, "ctx.txt");
+    snprintf(want, sizeof(want), "LAZYCLUSTER_MASTER_PORT=%d\n", port);
+    LC_CHECK_CONTAINS(text, want);
+  }
+  /* one master and three workers: the first generation of workers is gone */
+  LC_CHECK(count_everywhere("^serve 618") == 4);
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 618") == 0);
+  free_type(m, w);
+  unlink(mark);
+}
+
 static void test_declared_gpus(void) {
   lc_master_launcher *m = NULL;
   lc_worker_launcher *w = NULL;
@@ -327,7 +366,7 @@ int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_more_workers_than_hosts), LC_TEST(test_declared_gpus),
       LC_TEST(test_master_errors),           LC_TEST(test_worker_errors),
-      LC_TEST(test_sigkill_of_start),
+      LC_TEST(test_sigkill_of_start),        LC_TEST(test_master_moves_with_early_workers),
   };
   lc_group_report *rep = NULL;
   lc_runtime_options ro = th_options();
