@@ -125,12 +125,7 @@ static int command_make(lc_master_launcher **master, lc_worker_launcher **worker
     free(t);
     return lc__error_set(-ENOMEM, "out of memory");
   }
-  t->master.version = LC_MASTER_LAUNCHER_VERSION;
-  t->master.data = t;
-  t->master.command = master_command;
-  t->worker.version = LC_WORKER_LAUNCHER_VERSION;
-  t->worker.data = t;
-  t->worker.command = worker_command;
+  lc__launchers_init(&t->master, &t->worker, t, master_command, worker_command);
   if ((e = lc__type_arg(args, "expose")) != NULL && strcmp(e, "none") != 0 &&
       strcmp(e, "here") != 0 && strcmp(e, "mesh") != 0) {
     command_release(&t->master, &t->worker);
@@ -148,7 +143,7 @@ static int command_make(lc_master_launcher **master, lc_worker_launcher **worker
 }
 
 static void command_release(lc_master_launcher *master, lc_worker_launcher *worker) {
-  command_type *t = master ? master->data : worker ? worker->data : NULL;
+  command_type *t = lc__launchers_data(master, worker);
   if (t == NULL)
     return;
   free(t->master_cmd);

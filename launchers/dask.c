@@ -103,12 +103,7 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
   }
   t->scheduler_args = lc__strdup(lc__type_arg(args, "scheduler_args"));
   t->worker_args = lc__strdup(lc__type_arg(args, "worker_args"));
-  t->master.version = LC_MASTER_LAUNCHER_VERSION;
-  t->master.data = t;
-  t->master.command = master_command;
-  t->worker.version = LC_WORKER_LAUNCHER_VERSION;
-  t->worker.data = t;
-  t->worker.command = worker_command;
+  lc__launchers_init(&t->master, &t->worker, t, master_command, worker_command);
   t->worker.wait_ready = wait_ready;
   t->worker.mesh = LC_WORKER_MESH;
   t->worker.aux_port = 1;
@@ -119,7 +114,7 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
 }
 
 static void dask_release(lc_master_launcher *master, lc_worker_launcher *worker) {
-  dask_type *t = master ? master->data : worker ? worker->data : NULL;
+  dask_type *t = lc__launchers_data(master, worker);
   if (t == NULL)
     return;
   free(t->scheduler_args);

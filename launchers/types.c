@@ -17,6 +17,20 @@ const char *lc__type_arg(const char *const *args, const char *key) {
   return NULL;
 }
 
+void lc__launchers_init(lc_master_launcher *m, lc_worker_launcher *w, void *data,
+                        lc__master_command_fn mc, lc__worker_command_fn wc) {
+  m->version = LC_MASTER_LAUNCHER_VERSION;
+  m->data = data;
+  m->command = mc;
+  w->version = LC_WORKER_LAUNCHER_VERSION;
+  w->data = data;
+  w->command = wc;
+}
+
+void *lc__launchers_data(lc_master_launcher *m, lc_worker_launcher *w) {
+  return m != NULL ? m->data : w != NULL ? w->data : NULL;
+}
+
 const lc_cluster_type *lc_cluster_type_find(const char *name) {
   for (size_t i = 0; name != NULL && i < LC_ARRAY_SIZE(builtin); i++)
     if (strcmp(builtin[i]->name, name) == 0)
