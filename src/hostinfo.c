@@ -639,37 +639,18 @@ int lc__json_append_string(lc__buf *b, const char *s) {
   if ((r = lc__buf_append(b, "\"", 1)) < 0)
     return r;
   while (*p) {
+    static const char from[] = "\"\\\n\r\t\b\f", to[] = "\"\\nrtbf";
+    const char *e = strchr(from, *p);
     size_t n = utf8_len(p);
-    switch (*p) {
-    case '"':
-      r = lc__buf_append(b, "\\\"", 2);
-      break;
-    case '\\':
-      r = lc__buf_append(b, "\\\\", 2);
-      break;
-    case '\n':
-      r = lc__buf_append(b, "\\n", 2);
-      break;
-    case '\r':
-      r = lc__buf_append(b, "\\r", 2);
-      break;
-    case '\t':
-      r = lc__buf_append(b, "\\t", 2);
-      break;
-    case '\b':
-      r = lc__buf_append(b, "\\b", 2);
-      break;
-    case '\f':
-      r = lc__buf_append(b, "\\f", 2);
-      break;
-    default:
-      if (*p < 0x20)
-        r = lc__buf_printf(b, "\\u%04x", (unsigned)*p);
-      else if (n == 0)
-        r = lc__buf_append(b, "\\ufffd", 6);
-      else
-        r = lc__buf_append(b, p, n);
-      break;
+    if (e != NULL) {
+      char esc[2] = {'\\', to[e - from]};
+      r = lc__buf_append(b, esc, 2);
+    } else if (*p < 0x20) {
+      r = lc__buf_printf(b, "\\u%04x", (unsigned)*p);
+    } else if (n == 0) {
+      r = lc__buf_append(b, "\\ufffd", 6);
+    } else {
+      r = lc__buf_append(b, p, n);
     }
     if (r < 0)
       return r;
