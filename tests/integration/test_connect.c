@@ -173,36 +173,6 @@ static int wait_procs(int host, const char *pattern, int running, int ms) {
   return n;
 }
 
-/*
- * Sends sig to the processes in host i's network namespace whose name starts with prefix.
- * Never "testhosts exec I -- pkill sshd": the hosts share the machine's pid namespace, so pkill
- * there would hit every sshd on the machine, other test hosts' included.
- */
-static int kill_host_procs(int i, const char *prefix, int sig) {
-  const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
-  char cmd[4096], line[64];
-  FILE *p;
-  int count = 0;
-  snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", script, i, th_dir());
-  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
-    return -1;
-  while (fgets(line, sizeof(line), p) != NULL) {
-    char path[128], comm[64] = "";
-    FILE *c;
-    long pid = strtol(line, NULL, 10);
-    snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-    if (pid <= 1 || (c = fopen(path, "r")) == NULL)
-      continue;
-    if (fgets(comm, sizeof(comm), c) == NULL)
-      comm[0] = '\0';
-    fclose(c);
-    if (strncmp(comm, prefix, strlen(prefix)) == 0 && kill((pid_t)pid, sig) == 0)
-      count++;
-  }
-  pclose(p);
-  return count;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
   (void)st;
   (void)ftw;
@@ -582,7 +552,7 @@ static void test_sshd_killed(void) {
   LC_CHECK_OK(lc_runtime_spawn(&p, rt, "sleep 4248", NULL));
   LC_CHECK(wait_procs(6, "sleep 4248", 1, 10000) > 0);
   LC_CHECK(th_run("stop-sshd 6") == 0);
-  killed = kill_host_procs(6, "sshd", SIGKILL);
+  killed = th_kill_procs(6, "sshd", SIGKILL);
   fprintf(stderr, "  killed %d sshd session processes on lab6\n", killed);
   LC_CHECK(killed >= 1);
   t0 = now_ms();

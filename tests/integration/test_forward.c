@@ -92,10 +92,6 @@ static int ms_left(uint64_t deadline) {
   return deadline > now ? (int)(deadline - now) : 1;
 }
 
-static const char *script(void) {
-  return getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
-}
-
 /* Connects to alias through config and copies tcptool into the runtime's working directory. */
 static int host_open(host *h, const char *alias, const char *config, int keepalive_ms) {
   lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
@@ -172,32 +168,6 @@ static int listen_here(int *port) {
   }
   *port = ntohs(a.sin_port);
   return fd;
-}
-
-/* Sends sig to the processes in host i's network namespace whose name starts with prefix
- * (never pkill: the hosts share this machine's pid namespace, other instances' sshd included). */
-static int kill_host_procs(int i, const char *prefix, int sig) {
-  char cmd[4096], line[64];
-  FILE *p;
-  int count = 0;
-  snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", script(), i, th_dir());
-  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
-    return -1;
-  while (fgets(line, sizeof(line), p) != NULL) {
-    char path[128], comm[64] = "";
-    FILE *c;
-    long pid = strtol(line, NULL, 10);
-    snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
-    if (pid <= 1 || (c = fopen(path, "r")) == NULL)
-      continue;
-    if (fgets(comm, sizeof(comm), c) == NULL)
-      comm[0] = '\0';
-    fclose(c);
-    if (strncmp(comm, prefix, strlen(prefix)) == 0 && kill((pid_t)pid, sig) == 0)
-      count++;
-  }
-  pclose(p);
-  return count;
 }
 
 /* ---- end points: tcptool on a runtime ------------------------------------------------------- */
@@ -770,8 +740,8 @@ static void test_forwarding_disabled(void) {
   snprintf(dir, sizeof(dir), "%s-nofwd", th_dir());
   snprintf(config, sizeof(config), "%s/ssh_config", dir);
   snprintf(cmd, sizeof(cmd), "%s up 1 --dir %s --sshd-option 'AllowTcpForwarding no' >/dev/null",
-           script(), dir);
-  snprintf(remove_nofwd, sizeof(remove_nofwd), "%s down --dir %s", script(), dir);
+           th_script(), dir);
+  snprintf(remove_nofwd, sizeof(remove_nofwd), "%s down --dir %s", th_script(), dir);
   st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
   if (st == 0)
     forwarding_disabled_on(config);
@@ -919,16 +889,16 @@ static void test_sshd_restart(void) {
   int hport = 38001, rport = 38002, ltarget, killed, ms;
   FILE *f;
 
-  snprintf(restore_sshd, sizeof(restore_sshd), "%s start-sshd 6 --dir %s", script(), th_dir());
+  snprintf(restore_sshd, sizeof(restore_sshd), "%s start-sshd 6 --dir %s", th_script(), th_dir());
   restore_hosts();                        /* a run that died midway may have left it stopped... */
-  kill_host_procs(6, "tcptool", SIGKILL); /* ...and its echo server running */
+  th_kill_procs(6, "tcptool", SIGKILL); /* ...and its echo server running */
   LC_REQUIRE(host_open(&h, "lab6", NULL, 3000) == 0);
   /* the -L target on the host, outside any SSH session so that it outlives them */
   snprintf(out, sizeof(out), "/tmp/lc-test-forward-echo6-%d.txt", (int)getpid());
   snprintf(cmd, sizeof(cmd),
            "%s exec 6 --dir %s -- '%s' --timeout 90 --conns 0 listen 127.0.0.1 %d echo >%s "
            "2>&1 </dev/null &",
-           script(), th_dir(), h.tool, hport, out);
+           th_script(), th_dir(), h.tool, hport, out);
   if (system(cmd) != 0) { /* NOLINT(cert-env33-c): the testhosts script */
     lc_test_failed_now = 1;
     goto out;
@@ -959,9 +929,9 @@ static void test_sshd_restart(void) {
   LC_CHECK(one_check(&h, rport, 2) == 0);
 
   /* sshd goes: the listener, then the session processes (our connection's among them) */
-  snprintf(restore_sshd, sizeof(restore_sshd), "%s start-sshd 6 --dir %s", script(), th_dir());
+  snprintf(restore_sshd, sizeof(restore_sshd), "%s start-sshd 6 --dir %s", th_script(), th_dir());
   LC_CHECK(th_run("stop-sshd 6") == 0);
-  killed = kill_host_procs(6, "sshd", SIGKILL);
+  killed = th_kill_procs(6, "sshd", SIGKILL);
   fprintf(stderr, "  stopped lab6's sshd and killed %d sshd session processes\n", killed);
   LC_CHECK(killed > 0);
   ms = wait_state(fl, &sl, fr, &sr, 0, 20000);
@@ -992,7 +962,7 @@ out:
   lc_forward_free(fr);
   ep_free(lsrv);
   host_close(&h);
-  kill_host_procs(6, "tcptool", SIGKILL);
+  th_kill_procs(6, "tcptool", SIGKILL);
 }
 
 /* ---- 11: the local runtime ------------------------------------------------------------------ */

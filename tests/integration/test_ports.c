@@ -316,7 +316,7 @@ static void test_concurrent_callers(void) {
 /* SIGKILLs every sshd process in host i's network namespace; returns how many. */
 static int kill_sshd(int i) {
   char cmd[4096], line[64];
-  const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
+  const char *script = th_script();
   FILE *p;
   int killed = 0;
   snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", script, i, th_dir());

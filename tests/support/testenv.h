@@ -10,6 +10,7 @@
 #include "lazycluster.h"
 
 #include <dirent.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,11 @@ static inline const char *th_dir(void) {
   return d;
 }
 
+/* The testhosts script. */
+static inline const char *th_script(void) {
+  return getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
+}
+
 static inline const char *th_config(void) {
   static char path[4096];
   snprintf(path, sizeof(path), "%s/ssh_config", th_dir());
@@ -36,13 +42,12 @@ static inline const char *th_config(void) {
 static inline int th_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline int th_run(const char *fmt, ...) {
   char args[2048], cmd[4096];
-  const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
   va_list ap;
   int st;
   va_start(ap, fmt);
   vsnprintf(args, sizeof(args), fmt, ap);
   va_end(ap);
-  snprintf(cmd, sizeof(cmd), "%s %s --dir %s", script, args, th_dir());
+  snprintf(cmd, sizeof(cmd), "%s %s --dir %s", th_script(), args, th_dir());
   st = system(cmd);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
@@ -64,22 +69,25 @@ static inline const char *th_addr(int i) {
   return addrs[i];
 }
 
-/* How many processes in host i's network namespace have a command line containing pattern
- * (starting with it, when pattern begins with '^'). */
-static inline int th_count_procs(int i, const char *pattern) {
+/* Reads /proc/PID/NAME of each process in host i's network namespace into buf (NULs turned into
+ * spaces) and calls fn; returns how many fn counted, or -1. The hosts share this machine's pid
+ * namespace: never pkill by name, other test hosts' processes would be hit too. */
+static inline int th_each_proc(int i, const char *name, int (*fn)(long pid, const char *text,
+                                                                 const void *arg),
+                               const void *arg) {
   char cmd[4096], line[64];
-  const char *script = getenv("LC_TESTHOSTS") ? getenv("LC_TESTHOSTS") : "tests/support/testhosts";
   FILE *p;
   int count = 0;
-  snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", script, i, th_dir());
-  if ((p = popen(cmd, "r")) == NULL)
+  snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", th_script(), i, th_dir());
+  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
     return -1;
   while (fgets(line, sizeof(line), p) != NULL) {
     char path[128], buf[8192];
     FILE *c;
     size_t n;
-    snprintf(path, sizeof(path), "/proc/%d/cmdline", atoi(line));
-    if ((c = fopen(path, "r")) == NULL)
+    long pid = strtol(line, NULL, 10);
+    snprintf(path, sizeof(path), "/proc/%ld/%s", pid, name);
+    if (pid <= 1 || (c = fopen(path, "r")) == NULL)
       continue;
     n = fread(buf, 1, sizeof(buf) - 1, c);
     fclose(c);
@@ -87,12 +95,40 @@ static inline int th_count_procs(int i, const char *pattern) {
       if (buf[k] == '\0')
         buf[k] = ' ';
     buf[n] = '\0';
-    if (pattern[0] == '^' ? strncmp(buf, pattern + 1, strlen(pattern + 1)) == 0
-                          : strstr(buf, pattern) != NULL)
-      count++;
+    count += fn(pid, buf, arg);
   }
   pclose(p);
   return count;
+}
+
+static inline int th_cmdline_matches(long pid, const char *text, const void *arg) {
+  const char *pattern = arg;
+  (void)pid;
+  return pattern[0] == '^' ? strncmp(text, pattern + 1, strlen(pattern + 1)) == 0
+                           : strstr(text, pattern) != NULL;
+}
+
+/* How many processes in host i's network namespace have a command line containing pattern
+ * (starting with it, when pattern begins with '^'). */
+static inline int th_count_procs(int i, const char *pattern) {
+  return th_each_proc(i, "cmdline", th_cmdline_matches, pattern);
+}
+
+typedef struct th_kill_arg {
+  const char *prefix;
+  int sig;
+} th_kill_arg;
+
+static inline int th_kill_if_named(long pid, const char *comm, const void *arg) {
+  const th_kill_arg *k = arg;
+  return strncmp(comm, k->prefix, strlen(k->prefix)) == 0 && kill((pid_t)pid, k->sig) == 0;
+}
+
+/* Sends sig to the processes in host i's network namespace whose name starts with prefix;
+ * returns how many got it. */
+static inline int th_kill_procs(int i, const char *prefix, int sig) {
+  th_kill_arg k = {prefix, sig};
+  return th_each_proc(i, "comm", th_kill_if_named, &k);
 }
 
 /* Options for the test hosts' config. */
