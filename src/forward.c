@@ -431,8 +431,8 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
     snprintf(first, sizeof(first), "%s", lc_error_last());
   for (size_t i = 0; i < n && fc[i].f != NULL; i++) {
     int e = forward_started(fc[i].f, lc__engine_await(fc[i].f->engine, &fc[i].call));
-    if (e == 0)
-      e = lc__fwdlist_add(keep, fc[i].f);
+    if (e == 0 && (e = lc__fwdlist_add(keep, fc[i].f)) < 0)
+      lc_forward_free(fc[i].f);
     if (e < 0 && r == 0) {
       r = e;
       snprintf(first, sizeof(first), "%s", lc_error_last());
