@@ -152,9 +152,10 @@ static void run_exit_and_signals(lc_runtime *rt) {
 /* Values with spaces, quotes, $, backslashes, newlines and UTF-8 arrive byte for byte, both as
  * environment values and as quoted arguments. */
 static void run_env_and_quoting(lc_runtime *rt) {
-  static const char *values[] = {"two words", "it's \"quoted\"", "$HOME and `id` and $(id)",
-                                 "back\\slash\\\\n", "line1\nline2\n", "grüße ∑ 日本",
-                                 "  lead and trail  ", "*?[glob]", ""};
+  static const char *values[] = {
+      "two words",          "it's \"quoted\"", "$HOME and `id` and $(id)",
+      "back\\slash\\\\n",   "line1\nline2\n",  "grüße ∑ 日本",
+      "  lead and trail  ", "*?[glob]",        ""};
   char env_entries[NVALUES(values)][256];
   const char *env[NVALUES(values) + 1];
   for (size_t i = 0; i < NVALUES(values); i++) {
@@ -229,8 +230,8 @@ static void run_timeout(lc_runtime *rt, int host) {
 static void run_spawn_stop(lc_runtime *rt, int host) {
   lc_process *p = NULL;
   lc_exec_result res;
-  LC_REQUIRE_OK(lc_runtime_spawn(&p, rt, "trap 'echo got TERM; exit 3' TERM; sleep 4244 & wait",
-                                 NULL));
+  LC_REQUIRE_OK(
+      lc_runtime_spawn(&p, rt, "trap 'echo got TERM; exit 3' TERM; sleep 4244 & wait", NULL));
   LC_CHECK(lc_process_wait(&res, p, 300) == -ETIMEDOUT);
   LC_CHECK_OK(lc_process_stop(p));
   LC_CHECK_OK(lc_process_wait(&res, p, 10000));
@@ -246,6 +247,30 @@ static void run_spawn_stop(lc_runtime *rt, int host) {
         usleep(100 * 1000);
     }
     LC_CHECK(n == 0);
+  }
+}
+
+/* A command that ends by itself but left a process outside its group (setsid): the lifeline
+ * finds it by LC_LIFELINE and ends it. At once (the wrapper reads only the PIDs made since it
+ * started) and after a while (it reads every process). */
+static void run_left_behind(lc_runtime *rt, int host) {
+  static const char *const cmds[] = {
+      "setsid sleep 4246 </dev/null >/dev/null 2>&1 & exit 0",
+      "setsid sleep 4247 </dev/null >/dev/null 2>&1 & sleep 0.5; exit 0",
+  };
+  for (size_t k = 0; k < sizeof(cmds) / sizeof(cmds[0]); k++) {
+    lc_exec_result res;
+    LC_CHECK_OK(lc_runtime_exec(&res, rt, cmds[k], NULL));
+    LC_CHECK(res.exit_status == 0);
+    if (host >= 0) {
+      int n = 1;
+      for (int i = 0; i < 50 && n > 0; i++) { /* TERM was sent before the wrapper exited */
+        n = th_count_procs(host, k == 0 ? "sleep 4246" : "sleep 4247");
+        if (n > 0)
+          usleep(100 * 1000);
+      }
+      LC_CHECK(n == 0);
+    }
   }
 }
 
@@ -316,6 +341,10 @@ static void test_spawn_stop_free(void) {
   run_spawn_stop(ssh_rt, 0);
   run_spawn_stop(local_rt, -1);
 }
+static void test_left_behind_ended(void) {
+  run_left_behind(ssh_rt, 0);
+  run_left_behind(local_rt, -1);
+}
 static void test_more_processes_than_max_sessions(void) {
   run_many_channels(ssh_rt);
   run_many_channels(local_rt);
@@ -350,11 +379,17 @@ static void teardown(void) {
 }
 
 static const lc_test_case tests[] = {
-    LC_TEST(test_concurrent_exec_on_8_hosts), LC_TEST(test_stream_order),
-    LC_TEST(test_big_output_no_stall),        LC_TEST(test_partial_last_line),
-    LC_TEST(test_exit_codes_and_signals),     LC_TEST(test_env_and_quoting),
-    LC_TEST(test_cwd),                        LC_TEST(test_timeout_ends_process),
-    LC_TEST(test_spawn_stop_free),            LC_TEST(test_more_processes_than_max_sessions),
+    LC_TEST(test_concurrent_exec_on_8_hosts),
+    LC_TEST(test_stream_order),
+    LC_TEST(test_big_output_no_stall),
+    LC_TEST(test_partial_last_line),
+    LC_TEST(test_exit_codes_and_signals),
+    LC_TEST(test_env_and_quoting),
+    LC_TEST(test_cwd),
+    LC_TEST(test_timeout_ends_process),
+    LC_TEST(test_spawn_stop_free),
+    LC_TEST(test_left_behind_ended),
+    LC_TEST(test_more_processes_than_max_sessions),
     LC_TEST(test_concurrent_beyond_max_sessions),
 };
 
