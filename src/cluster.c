@@ -909,11 +909,12 @@ static int workers_finish(lc_cluster *c, const wstart *st) {
 
 /*
  * Readiness of workers first..: each host with workers not yet listening has its own listing
- * going, one after the other (10 ms apart at first, then 10 ms more each time up to
- * LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no other and
+ * going, one after the other (10 ms apart for the first half second, then 10 ms more each time
+ * up to LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no other and
  * a host whose workers are all up is left alone. Ends at the first worker that died.
  */
 static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
+  uint64_t t0 = lc__now_ms();
   size_t nh = lc_group_count(c->group);
   lc__listing **ls = lc__calloc(nh + 1, sizeof(*ls));
   uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
@@ -949,7 +950,8 @@ static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
       }
       lc__listing_free(ls[h]);
       ls[h] = NULL;
-      gap[h] += POLL_MS / 5;
+      /* 10 ms apart for the first half second (most services listen by then), then slower */
+      gap[h] = now - t0 < 500 ? POLL_MS / 5 : gap[h] + POLL_MS / 5;
       if (gap[h] > LISTING_GAP_MAX_MS)
         gap[h] = LISTING_GAP_MAX_MS;
       next[h] = now + gap[h];

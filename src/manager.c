@@ -4,6 +4,7 @@
  * (lc_group_exec of the host-facts script); then the filters.
  */
 #include "hostfacts.h"
+#include "ports_internal.h"
 #include "runtime_internal.h"
 #include "sshconfig.h"
 
@@ -209,6 +210,8 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
     if (c->gpus >= 0)
       lc_hostinfo_declare_gpus(c->info, c->gpus);
     lc_runtime_set_resources(lc_group_find(g, c->host), (int)c->info->gpu_count, c->slots);
+    if (c->info->listening != NULL) /* the first port scan of a start need not ask again */
+      lc__ports_keep_fresh(lc_group_find(g, c->host), c->info->listening);
     if ((why = filtered_out(c, &o)) != NULL) {
       c->state = LC_HOST_FILTERED;
       c->reason = why;

@@ -563,6 +563,45 @@ int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms) {
   return r;
 }
 
+int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening) {
+  lc__portscan *s = lc__calloc(1, sizeof(*s));
+  if (s == NULL)
+    return -ENOMEM;
+  s->headers = 2;
+  for (size_t i = 0; i < lc_ports_count(listening); i++) {
+    int p = lc_ports_at(listening, i);
+    s->listening[p / 8] |= (uint8_t)(1u << (p % 8));
+  }
+  __atomic_store_n(&rt->fresh_listing_at, lc__now_ms(), __ATOMIC_RELAXED);
+  free(__atomic_exchange_n(&rt->fresh_listing, s, __ATOMIC_ACQ_REL));
+  return 0;
+}
+
+/* What rt's facts read, when that was recent enough; NULL otherwise. Taken once. */
+static lc__portscan *take_fresh(lc_runtime *rt) {
+  uint64_t at = __atomic_load_n(&rt->fresh_listing_at, __ATOMIC_RELAXED);
+  lc__portscan *s = __atomic_exchange_n(&rt->fresh_listing, NULL, __ATOMIC_ACQ_REL);
+  if (s != NULL && lc__now_ms() - at > LC__FRESH_LISTING_MS) {
+    free(s);
+    s = NULL;
+  }
+  return s;
+}
+
+/* Starts a listing of each of rts, or takes what its facts read a moment ago. */
+static void listings_start(listing *ls, lc_runtime *const *rts, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    lc__portscan *fresh = take_fresh(rts[i]);
+    ls[i].rt = rts[i];
+    if (fresh != NULL) {
+      ls[i].scan = *fresh; /* read by the host's facts a moment ago: no round trip */
+      free(fresh);
+    } else {
+      listing_start(&ls[i]);
+    }
+  }
+}
+
 int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int timeout_ms) {
   listing *ls = NULL;
   uint64_t deadline;
@@ -574,10 +613,7 @@ int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int time
   if ((ls = lc__calloc(n, sizeof(*ls))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
   deadline = lc__now_ms() + (uint64_t)timeout_ms;
-  for (size_t i = 0; i < n; i++) {
-    ls[i].rt = rts[i];
-    listing_start(&ls[i]);
-  }
+  listings_start(ls, rts, n);
   for (size_t i = 0; i < n; i++) {
     listing_finish(&ls[i], deadline, timeout_ms);
     if (ls[i].rc < 0 && r == 0)
@@ -652,10 +688,7 @@ int lc_ports_common_free(int *out, lc_runtime *const *rts, size_t n, const lc_po
 
   /* Every host at once: start all listings, then collect them. */
   deadline = lc__now_ms() + LISTING_TIMEOUT_MS;
-  for (size_t i = 0; i < n; i++) {
-    ls[i].rt = rts[i];
-    listing_start(&ls[i]);
-  }
+  listings_start(ls, rts, n);
   for (size_t i = 0; i < n; i++)
     listing_finish(&ls[i], deadline, LISTING_TIMEOUT_MS);
   for (size_t i = 0; i < n; i++) {

@@ -35,6 +35,13 @@ int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
  */
 int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int timeout_ms);
 
+/*
+ * Keeps listening (what a host's facts just read) on rt, so that the next lc__ports_scan of rt
+ * within LC__FRESH_LISTING_MS takes it instead of another round trip; taken once. -ENOMEM or 0.
+ */
+#define LC__FRESH_LISTING_MS 2000
+int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening);
+
 /* One host's listing, started and judged apart (readiness watches many hosts at its own pace). */
 typedef struct lc__listing lc__listing;
 /* Starts a listing of rt's listening ports. Returns 0 or -ENOMEM (a failure to start shows in

@@ -73,6 +73,7 @@ static void runtime_release(lc_runtime *rt) {
   free(rt->ssh_config);
   free(rt->workdir_root);
   free(rt->workdir);
+  free(rt->fresh_listing);
   free(rt);
 }
 

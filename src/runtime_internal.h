@@ -141,7 +141,9 @@ struct lc_runtime {
   void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg); /* async connect */
   void *on_connected_arg;
   int gpus;                 /* GPUs for placement: -1 unknown (taken as none) */
-  int slots;                /* declared worker slots, 0 when not declared */   /* the call waiting for the connection */
+  int slots;                /* declared worker slots, 0 when not declared */
+  struct lc__portscan *fresh_listing; /* ports its facts saw listening: taken once (ports.c) */
+  uint64_t fresh_listing_at;   /* the call waiting for the connection */
 };
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */

@@ -7,6 +7,8 @@
 #include "lc_test.h"
 #include "testenv.h"
 
+#include "../../src/ports_internal.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -338,6 +340,27 @@ static int kill_sshd(int i) {
   return killed;
 }
 
+/* What a host's facts read a moment ago serves the next scan of it, once, without a round trip;
+ * then a real listing again. */
+static void test_fresh_listing(void) {
+  lc_ports *facts = NULL, *range = NULL;
+  int p = 0;
+  LC_REQUIRE(connect_all() == 0);
+  LC_REQUIRE_OK(lc_ports_parse(&facts, "23190")); /* nothing listens there in fact */
+  LC_REQUIRE_OK(lc_ports_parse(&range, "23190-23191"));
+  LC_REQUIRE_OK(lc__ports_keep_fresh(rts[1], facts));
+  LC_CHECK_OK(lc_ports_common_free(&p, rts, HOSTS, range));
+  LC_CHECK(p == 23191); /* lab1's facts said 23190 listens */
+  if (p > 0)
+    LC_CHECK_OK(lc_port_release(p));
+  LC_CHECK_OK(lc_ports_common_free(&p, rts, HOSTS, range));
+  LC_CHECK(p == 23190); /* taken once: lab1 was asked this time */
+  if (p > 0)
+    LC_CHECK_OK(lc_port_release(p));
+  lc_ports_free(facts);
+  lc_ports_free(range);
+}
+
 /* A host whose connection is gone: the call fails and the detail names it. */
 static void test_host_down(void) {
   lc_ports *range = NULL, *got = NULL;
@@ -375,6 +398,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_listeners_everywhere),
       LC_TEST(test_many_listeners_and_local),
       LC_TEST(test_concurrent_callers),
+      LC_TEST(test_fresh_listing),
       LC_TEST(test_host_down),
   };
   int r;
