@@ -167,34 +167,26 @@ static void check_client(const client_out *o, int n) {
 
 /* ---- what is left on the hosts and here ----------------------------------------------------- */
 
+typedef struct sched_match {
+  int lo, hi;   /* a --port in [lo, hi] */
+  long *pid;    /* when not NULL: set to the (last) match's pid */
+} sched_match;
+
+static int is_scheduler(long pid, const char *cmdline, const void *arg) {
+  const sched_match *m = arg;
+  const char *port = strstr(cmdline, "--port ");
+  if (strstr(cmdline, "dask-scheduler") == NULL || port == NULL || atoi(port + 7) < m->lo ||
+      atoi(port + 7) > m->hi)
+    return 0;
+  if (m->pid != NULL)
+    *m->pid = pid;
+  return 1;
+}
+
 /* dask-scheduler processes on this machine started with a --port in [lo, hi]. */
 static int count_local_schedulers(int lo, int hi) {
-  DIR *d = opendir("/proc");
-  struct dirent *e;
-  int count = 0;
-  if (d == NULL)
-    return -1;
-  while ((e = readdir(d)) != NULL) {
-    char path[300], buf[8192], *port;
-    FILE *f;
-    size_t n;
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    for (size_t k = 0; k < n; k++)
-      if (buf[k] == '\0')
-        buf[k] = ' ';
-    buf[n] = '\0';
-    if (strstr(buf, "dask-scheduler") != NULL && (port = strstr(buf, "--port ")) != NULL &&
-        atoi(port + 7) >= lo && atoi(port + 7) <= hi)
-      count++;
-  }
-  closedir(d);
-  return count;
+  sched_match m = {lo, hi, NULL};
+  return th_each_local_proc("cmdline", is_scheduler, &m);
 }
 
 /* Working directories of process pid ("HOSTNAME-PID.XXXXXX", HOSTNAME this machine's) in host
@@ -471,31 +463,9 @@ static int local_wide_listeners(long pid, char *out, size_t size) {
 
 /* The pid of the scheduler on this machine started on port, or 0. */
 static long local_scheduler_pid(int port) {
-  DIR *d = opendir("/proc");
-  struct dirent *e;
-  char pat[64];
   long pid = 0;
-  snprintf(pat, sizeof(pat), "--port %d ", port);
-  while (d != NULL && (e = readdir(d)) != NULL && pid == 0) {
-    char path[300], buf[8192];
-    FILE *f;
-    size_t n;
-    if (e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
-    if ((f = fopen(path, "r")) == NULL)
-      continue;
-    n = fread(buf, 1, sizeof(buf) - 2, f);
-    fclose(f);
-    for (size_t k = 0; k < n; k++)
-      if (buf[k] == '\0')
-        buf[k] = ' ';
-    buf[n] = '\0';
-    if (strstr(buf, "dask-scheduler") != NULL && strstr(buf, pat) != NULL)
-      pid = atol(e->d_name);
-  }
-  if (d != NULL)
-    closedir(d);
+  sched_match m = {port, port, &pid};
+  th_each_local_proc("cmdline", is_scheduler, &m);
   return pid;
 }
 

@@ -69,35 +69,53 @@ static inline const char *th_addr(int i) {
   return addrs[i];
 }
 
-/* Reads /proc/PID/NAME of each process in host i's network namespace into buf (NULs turned into
- * spaces) and calls fn; returns how many fn counted, or -1. The hosts share this machine's pid
- * namespace: never pkill by name, other test hosts' processes would be hit too. */
-static inline int th_each_proc(int i, const char *name, int (*fn)(long pid, const char *text,
-                                                                 const void *arg),
-                               const void *arg) {
+typedef int (*th_proc_fn)(long pid, const char *text, const void *arg);
+
+/* Reads /proc/PID/NAME into buf (NULs turned into spaces) and returns what fn counts; 0 when the
+ * process is gone. */
+static inline int th_proc_apply(long pid, const char *name, th_proc_fn fn, const void *arg) {
+  char path[128], buf[8192];
+  FILE *c;
+  size_t n;
+  snprintf(path, sizeof(path), "/proc/%ld/%s", pid, name);
+  if (pid <= 1 || (c = fopen(path, "r")) == NULL)
+    return 0;
+  n = fread(buf, 1, sizeof(buf) - 1, c);
+  fclose(c);
+  for (size_t k = 0; k < n; k++)
+    if (buf[k] == '\0')
+      buf[k] = ' ';
+  buf[n] = '\0';
+  return fn(pid, buf, arg);
+}
+
+/* Calls fn on /proc/PID/NAME of each process in host i's network namespace (as th_proc_apply);
+ * returns how many fn counted, or -1. The hosts share this machine's pid namespace: never pkill
+ * by name, other test hosts' processes would be hit too. */
+static inline int th_each_proc(int i, const char *name, th_proc_fn fn, const void *arg) {
   char cmd[4096], line[64];
   FILE *p;
   int count = 0;
   snprintf(cmd, sizeof(cmd), "%s pids %d --dir %s", th_script(), i, th_dir());
   if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
     return -1;
-  while (fgets(line, sizeof(line), p) != NULL) {
-    char path[128], buf[8192];
-    FILE *c;
-    size_t n;
-    long pid = strtol(line, NULL, 10);
-    snprintf(path, sizeof(path), "/proc/%ld/%s", pid, name);
-    if (pid <= 1 || (c = fopen(path, "r")) == NULL)
-      continue;
-    n = fread(buf, 1, sizeof(buf) - 1, c);
-    fclose(c);
-    for (size_t k = 0; k < n; k++)
-      if (buf[k] == '\0')
-        buf[k] = ' ';
-    buf[n] = '\0';
-    count += fn(pid, buf, arg);
-  }
+  while (fgets(line, sizeof(line), p) != NULL)
+    count += th_proc_apply(strtol(line, NULL, 10), name, fn, arg);
   pclose(p);
+  return count;
+}
+
+/* The same for every process of this machine (test hosts' included). */
+static inline int th_each_local_proc(const char *name, th_proc_fn fn, const void *arg) {
+  DIR *d = opendir("/proc");
+  struct dirent *e;
+  int count = 0;
+  if (d == NULL)
+    return -1;
+  while ((e = readdir(d)) != NULL)
+    if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+      count += th_proc_apply(atol(e->d_name), name, fn, arg);
+  closedir(d);
   return count;
 }
 
