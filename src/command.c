@@ -10,27 +10,35 @@
 #include <string.h>
 
 /*
- * The lifeline: runs "$3" in its own session and process group, with stdin as a control line:
- * "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group, $2 tenths of a second of
- * grace, then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. Processes that
- * left the group (setsid, double fork) are found by the LC_LIFELINE variable they inherited and
- * ended with it, also when the command exits by itself. After that, $4 (when not empty) runs:
- * cleanup that must happen however the command ended. The wrapper exits as the command did; a
- * command ended by a signal is reported as that signal.
+ * The lifeline: runs "$3" in its own process group, with stdin as a control line: "h" =
+ * heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group, $2 tenths of a second of grace,
+ * then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. Processes that left the
+ * group (setsid, double fork) are found by the LC_LIFELINE variable they inherited and ended with
+ * it, also when the command exits by itself. After that, $4 (when not empty) runs: cleanup that
+ * must happen however the command ended. The wrapper exits as the command did; a command ended by
+ * a signal is reported as that signal.
  *
- * Every command pays for this text, so it forks little and execs only setsid (and the command's
- * sh) and the watchdog's sleep: heartbeats reach the watchdog as SIGUSR1 (no file to write, read
- * and remove), and the sweep for processes that left the group reads only the PIDs made since
- * the wrapper started, when that range is known to be complete (below), instead of every
- * process's environ on the host.
+ * Every command pays for this text, and a cluster start runs a hundred of them at once, so it
+ * forks little and execs nothing of its own where it can. Under bash (the login shell of most
+ * hosts: the composed command then runs the text in that shell, without exec'ing another) the
+ * command's group comes from job control (set -m: no tty needed, and the group exists as soon as
+ * the job is started), and the heartbeat limit is the reader's own `read -t`: two forks in all.
+ * Under any other shell it runs in /bin/sh, where the group takes an exec of setsid and the
+ * heartbeat limit a watchdog subshell ticking with sleep 1, heartbeats reaching it as SIGUSR1.
+ * The sweep for processes that left the group reads only the PIDs made since the wrapper started,
+ * when that range is known to be complete (below), instead of every process's environ on the host.
  */
 static const char lifeline_sh[] =
     "hb=$1; g=$2; c=$3; x=$4\n"
     "exec 3<&0 </dev/null\n"
     "read -r t _ </proc/uptime 2>/dev/null || t=\n"
     "case $t in *.[0-9][0-9]) ;; *) t= ;; esac; case $t in 0*) t= ;; esac\n"
-    "LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- &\n"
-    "p=$!\n"
+    "if [ -n \"${BASH_VERSION-}\" ]; then\n"
+    /* a login shell's rc file may have set these */
+    "  set +eu; set -m; LC_LIFELINE=$$ /bin/sh -c \"$c\" 3<&- & p=$!; set +m\n"
+    "else\n"
+    "  LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- & p=$!\n"
+    "fi\n"
     /* not the command's: ignored here, so that a heartbeat that comes before the watchdog set its
      * trap cannot end it (or the reader) */
     "trap '' USR1\n"
@@ -78,18 +86,23 @@ static const char lifeline_sh[] =
     "  return 0\n"
     "}\n"
     "w=\n"
-    "if [ \"$hb\" -gt 0 ]; then\n"
+    "if [ -n \"${BASH_VERSION-}\" ]; then\n"
+    "  o=; [ \"$hb\" -gt 0 ] && o=\"-t $hb\"\n"
+    "  ( while IFS= read -r $o l <&3; do [ \"$l\" = s ] && break; done; end ) &\n"
+    "else\n"
     /* the watchdog: one second a tick, a heartbeat (USR1) starts the count again; its sleep dies
      * with it, so nothing lingers after the command */
-    "  ( trap 'n=0' USR1; trap 'kill $s; wait $s; exit 0' TERM; n=0\n"
-    "    while [ \"$n\" -le \"$hb\" ]; do sleep 1 & s=$!\n"
-    "      while ! wait $s && kill -0 $s; do :; done; s=; n=$((n+1)); done; end ) 3<&- &\n"
-    "  w=$!\n"
-    "fi\n"
+    "  if [ \"$hb\" -gt 0 ]; then\n"
+    "    ( trap 'n=0' USR1; trap 'kill $s; wait $s; exit 0' TERM; n=0\n"
+    "      while [ \"$n\" -le \"$hb\" ]; do sleep 1 & s=$!\n"
+    "        while ! wait $s && kill -0 $s; do :; done; s=; n=$((n+1)); done; end ) 3<&- &\n"
+    "    w=$!\n"
+    "  fi\n"
     /* its own group exists only once setsid ran: until then a stop could not reach it */
-    "while kill -0 \"$p\" && ! kill -0 -\"$p\"; do :; done\n"
-    "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -z \"$w\" ] || kill -USR1 $w; done;"
-    " end ) &\n"
+    "  while kill -0 \"$p\" && ! kill -0 -\"$p\"; do :; done\n"
+    "  ( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -z \"$w\" ] || kill -USR1 $w;"
+    " done; end ) &\n"
+    "fi\n"
     "r=$!\n"
     /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
     "quit() { kill $r $w; end; exit \"$1\"; }\n"
@@ -154,12 +167,14 @@ int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options
     goto out;
 
   if (heartbeat_s >= 0) {
-    if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
-        (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
-        (r = lc__buf_printf(out, " lc-lifeline %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
+    /* the lifeline runs in the login shell when that is bash, else in a /bin/sh of its own */
+    if ((r = lc__buf_printf(out, "set -- %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
         (r = lc__buf_shell_quote(out, inner.data)) < 0 ||
         (cleanup != NULL &&
-         ((r = lc__buf_puts(out, " ")) < 0 || (r = lc__buf_shell_quote(out, cleanup)) < 0)))
+         ((r = lc__buf_puts(out, " ")) < 0 || (r = lc__buf_shell_quote(out, cleanup)) < 0)) ||
+        (r = lc__buf_puts(out, "\nL=")) < 0 || (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
+        (r = lc__buf_puts(out, "\nif [ -n \"${BASH_VERSION-}\" ]; then eval \"$L\"; "
+                               "else exec /bin/sh -c \"$L\" lc-lifeline \"$@\"; fi\n")) < 0)
       goto out;
   } else if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
              (r = lc__buf_shell_quote(out, inner.data)) < 0) {

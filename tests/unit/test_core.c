@@ -1,15 +1,20 @@
 /*
  * test_core.c - the pieces below the runtimes that need no host: error codes and details, the
- * buffer and shell quoting, the composed shell text (run through this machine's /bin/sh), signal
- * names, and the engine's start and stop.
+ * buffer and shell quoting, the composed shell text (run through this machine's /bin/sh, and the
+ * lifeline also through bash, where it takes its other branch), signal names, and the engine's
+ * start and stop.
  */
 #include "lc_test.h"
 #include "runtime_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 static void test_error_names_and_texts(void) {
   LC_CHECK_STR(lc_err_name(LC_EAUTH), "LC_EAUTH");
@@ -139,6 +144,101 @@ static void test_lifeline_ends_on_eof(void) {
   lc__buf_free(&out);
 }
 
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0)
+    ;
+}
+
+/*
+ * Runs the lifeline around COMMAND (heartbeat limit 1 s) in SHELL as a login shell would, writing
+ * a heartbeat line every 100 ms for heartbeat_ms, then nothing (the control line stays open), or
+ * "s" when stop is set. Returns the wait status (-1 when it did not end within 30 s, after killing
+ * it); its output goes to out.
+ */
+static int run_lifeline(const char *shell, const char *command, long heartbeat_ms, int stop,
+                        char *out, size_t outsz) {
+  lc__buf text = {0};
+  lc__err err = {0};
+  int in[2], o[2], status = -1;
+  size_t n = 0;
+  ssize_t k;
+  pid_t pid;
+
+  out[0] = '\0';
+  if (lc__command_compose(&text, command, NULL, 1, 100, NULL, &err) < 0 || pipe(in) < 0)
+    return -1;
+  if (pipe(o) < 0 || (pid = fork()) < 0)
+    return -1;
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(o[1], 1);
+    close(in[0]), close(in[1]), close(o[0]), close(o[1]);
+    execl(shell, shell, "-c", text.data, (char *)NULL);
+    _exit(127);
+  }
+  close(in[0]);
+  close(o[1]);
+  lc__buf_free(&text);
+  signal(SIGPIPE, SIG_IGN);
+  for (long t = 0; t < heartbeat_ms; t += 100) {
+    if (write(in[1], "h\n", 2) != 2)
+      break;
+    sleep_ms(100);
+  }
+  if (stop && write(in[1], "s\n", 2) != 2)
+    status = -1;
+  fcntl(o[0], F_SETFL, O_NONBLOCK);
+  for (int i = 0; i < 3000; i++) {
+    while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
+      n += (size_t)k;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      break;
+    status = -1;
+    sleep_ms(10);
+  }
+  if (status == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
+  while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
+    n += (size_t)k;
+  out[n] = '\0';
+  close(in[1]);
+  close(o[0]);
+  return status;
+}
+
+/*
+ * Both branches of the lifeline: bash's (job control, read -t) and /bin/sh's (setsid, the
+ * watchdog). Heartbeats keep the command alive past the limit; without them it is ended within
+ * the limit and a tick, long before it would have written; "s" stops it; either way the wrapper
+ * reports the SIGTERM that ended the command.
+ */
+static void test_lifeline_heartbeat_in_both_shells(void) {
+  static const char *shells[] = {"/bin/sh", "/bin/bash"};
+  char out[256];
+  for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]); i++) {
+    int st;
+    if (access(shells[i], X_OK) != 0) {
+      LC_CHECK(!"no such shell");
+      continue;
+    }
+    st = run_lifeline(shells[i], "sleep 2.5; echo alive; exec sleep 30", 3000, 1, out,
+                      sizeof(out));
+    LC_CHECK_STR(out, "alive\n");
+    LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    st = run_lifeline(shells[i], "sleep 6; echo alive; exec sleep 30", 0, 0, out, sizeof(out));
+    LC_CHECK_STR(out, "");
+    LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    st = run_lifeline(shells[i], "echo started; exec sleep 30", 300, 1, out, sizeof(out));
+    LC_CHECK_STR(out, "started\n");
+    LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    st = run_lifeline(shells[i], "exit 3", 0, 0, out, sizeof(out));
+    LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3);
+  }
+}
+
 static void test_transfer_scripts(void) {
   lc__buf b = {0};
   LC_REQUIRE_OK(lc__command_write_file(&b, "~/dir/it's", 12, 0640));
@@ -180,5 +280,6 @@ static void test_engine_start_stop(void) {
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
+             LC_TEST(test_lifeline_heartbeat_in_both_shells),
              LC_TEST(test_transfer_scripts), LC_TEST(test_signal_names),
              LC_TEST(test_engine_start_stop))
