@@ -313,15 +313,10 @@ static void forward_release(lc_forward *f) {
 
 /* A remote listen the host refused: say whether the port is taken there or forwarding is off. */
 static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
-  char cmd[256];
-  lc_exec_result res = {0};
-  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
-  eo.timeout_ms = 10000;
-  snprintf(cmd, sizeof(cmd),
-           "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -Eqi '^ *[0-9]+: [0-9A-F]+:%04X "
-           "[0-9A-F]+:[0-9A-F]+ 0A '",
-           port);
-  if (lc_runtime_exec(&res, rt, cmd, &eo) == 0 && res.exit_status == 0)
+  lc_ports *listening = NULL;
+  int taken = lc_ports_listening(&listening, rt, 10000) == 0 && lc_ports_contains(listening, port);
+  lc_ports_free(listening);
+  if (taken)
     return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
   return lc__error_set(code, "%s refused to listen on port %d: the port is free there, so "
                              "forwarding is probably disabled (AllowTcpForwarding in its "

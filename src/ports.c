@@ -16,7 +16,6 @@
 
 #define PORT_MAX 65535
 #define LISTING_TIMEOUT_MS 30000
-#define LISTING_COMMAND "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
 typedef struct port_range {
   int first, last;
@@ -409,11 +408,73 @@ static int read_endpoint(const char *line, size_t len, size_t *i, unsigned long 
   return 0;
 }
 
+/* Reads decimal digits at line[*i]; returns how many there were (value in *v, capped). */
+static size_t read_dec(const char *line, size_t len, size_t *i, unsigned long *v) {
+  size_t start = *i;
+  *v = 0;
+  while (*i < len && is_digit(line[*i])) {
+    if (*i - start < 9)
+      *v = *v * 10 + (unsigned long)(line[*i] - '0');
+    (*i)++;
+  }
+  return *i - start;
+}
+
+/*
+ * A line of `ss -tn state listening`: "RECVQ SENDQ LOCAL:PORT PEER:PORT", LOCAL being an IPv4
+ * address, [IPv6], or *, each with an optional %interface; an older ss may put a state first.
+ * The header ("Recv-Q Send-Q Local Address:Port ...") counts as a header. Returns 1 when the line
+ * was one of these (and counted), 0 when it is not ss's.
+ */
+static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
+  static const char local[] = "Local Address";
+  unsigned long q, port = 0;
+  size_t start, colon = 0, n = 0;
+  int listen = 1;
+
+  if ((len - i >= 6 && memcmp(line + i, "Recv-Q", 6) == 0) ||
+      (len - i >= 5 && memcmp(line + i, "State", 5) == 0)) {
+    for (size_t k = i; k + sizeof(local) - 1 <= len; k++)
+      if (memcmp(line + k, local, sizeof(local) - 1) == 0) {
+        s->headers++;
+        return 1;
+      }
+    return 0;
+  }
+  if (i < len && !is_digit(line[i])) { /* a state column */
+    start = i;
+    while (i < len && !is_tab_or_space(line[i]))
+      i++;
+    listen = i - start == 6 && memcmp(line + start, "LISTEN", 6) == 0;
+    skip_blanks(line, len, &i);
+  }
+  for (int k = 0; k < 2; k++) { /* Recv-Q, Send-Q */
+    if (read_dec(line, len, &i, &q) == 0 || i >= len || !is_tab_or_space(line[i]))
+      return 0;
+    skip_blanks(line, len, &i);
+  }
+  for (start = i; i < len && !is_tab_or_space(line[i]); i++)
+    if (line[i] == ':')
+      colon = i;
+  if (colon == 0 || colon == start || i >= len)
+    return 0;
+  i = colon + 1;
+  n = read_dec(line, len, &i, &port);
+  if (n == 0 || n > 5 || port > PORT_MAX || i >= len || !is_tab_or_space(line[i]))
+    return 0;
+  s->entries++;
+  if (listen && port > 0)
+    bit_set(s->listening, (int)port);
+  return 1;
+}
+
 void lc__portscan_line(lc__portscan *s, const char *line, size_t len) {
   unsigned long sl, local_port, remote_port, state;
   size_t i = 0;
 
   skip_blanks(line, len, &i);
+  if (ss_line(s, line, len, i))
+    return;
   if (len - i >= 2 && memcmp(line + i, "sl", 2) == 0) {
     static const char want[] = "local_address";
     for (size_t k = i; k + sizeof(want) - 1 <= len; k++)
@@ -508,7 +569,7 @@ static void listing_start(listing *l) {
   eo.on_line = listing_line;
   eo.payload = &l->scan;
   /* a read of two files ends by itself: no lifeline needed, and none to pay for */
-  if ((r = lc__runtime_spawn_plain(&l->proc, l->rt, LISTING_COMMAND, &eo)) < 0)
+  if ((r = lc__runtime_spawn_plain(&l->proc, l->rt, LC__LISTING_COMMAND, &eo)) < 0)
     listing_fail(l, r, lc_error_last());
 }
 
@@ -528,13 +589,15 @@ static void listing_finish(listing *l, uint64_t deadline, int timeout_ms) {
     listing_fail(l, r, lc_error_last());
   } else if (res.signal != 0) {
     char detail[128];
-    snprintf(detail, sizeof(detail), "'%s' was ended by signal %d", LISTING_COMMAND, res.signal);
+    snprintf(detail, sizeof(detail), "'%s' was ended by signal %d", LC__LISTING_COMMAND,
+             res.signal);
     listing_fail(l, LC_EREMOTE, detail);
   } else if (l->scan.headers == 0) {
     char detail[256];
     snprintf(detail, sizeof(detail),
-             "/proc/net/tcp cannot be read there (exit status %d); listening ports are read "
-             "from /proc/net/tcp and /proc/net/tcp6, so the host must run Linux",
+             "neither ss nor /proc/net/tcp answered there (exit status %d); listening ports "
+             "are read with ss or from /proc/net/tcp and /proc/net/tcp6, so the host must "
+             "run Linux",
              res.exit_status);
     listing_fail(l, LC_EREMOTE, detail);
   }

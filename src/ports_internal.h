@@ -1,13 +1,24 @@
 /*
- * ports_internal.h - the /proc/net/tcp reader behind lc_ports_listening, shared with the unit
- * tests, which feed it recorded text.
+ * ports_internal.h - the reader of a host's listening ports (ss's output or /proc/net/tcp's)
+ * behind lc_ports_listening and the host facts, shared with the unit tests, which feed it
+ * recorded text.
  */
 #ifndef LC_PORTS_INTERNAL_H
 #define LC_PORTS_INTERNAL_H
 
 #include "internal.h"
 
-/* What one host's /proc/net/tcp and /proc/net/tcp6 said, read line by line. */
+/*
+ * The listing of a host's listening TCP ports, IPv4 and IPv6: ss asked for listeners only, where
+ * ss is; else /proc/net/tcp and /proc/net/tcp6. ss first because its kernel side visits only the
+ * listening sockets, while reading /proc/net/tcp walks the whole established-connection table,
+ * which is sized by the machine's memory, not by its connections (about 2 ms of CPU for the two
+ * files on an idle 24 GiB machine, against under 0.1 ms for ss's query).
+ */
+#define LC__LISTING_COMMAND                                                                        \
+  "ss -tn state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+
+/* What one host's listing said (ss's or /proc/net/tcp's), read line by line. */
 typedef struct lc__portscan {
   uint8_t listening[65536 / 8]; /* bit p: port p listens (state 0A) on some address */
   size_t headers;               /* header lines ("sl local_address ..."): 1 per file read */
@@ -16,9 +27,11 @@ typedef struct lc__portscan {
 } lc__portscan;
 
 /*
- * Reads one line of /proc/net/tcp or /proc/net/tcp6 (without its newline; trailing blanks are
- * fine): a header, an IPv4 entry ("0: 0100007F:1F90 00000000:0000 0A ...") or an IPv6 entry
- * (32 hex digits for the address). Anything else only counts as skipped.
+ * Reads one line of a listing (without its newline; trailing blanks are fine): a header of ss or
+ * of /proc/net/tcp{,6}; an ss line ("0 128 127.0.0.1:8786 0.0.0.0:*", "... [::1]:22 ...",
+ * "... *:22 ...", "... 127.0.0.53%lo:53 ..."); a /proc/net/tcp entry ("0: 0100007F:1F90
+ * 00000000:0000 0A ...") or a /proc/net/tcp6 one (32 hex digits for the address). Anything else
+ * only counts as skipped.
  */
 void lc__portscan_line(lc__portscan *s, const char *line, size_t len);
 

@@ -328,6 +328,75 @@ static void test_proc_net_tcp_malformed(void) {
   lc_ports_free(p);
 }
 
+/*
+ * `ss -tn state listening` as iproute2 6.1.0 (Debian 12) printed it in a network namespace with
+ * listeners on 127.0.0.53 bound to lo, 127.0.0.1 (with one connection waiting), 0.0.0.0, [::]
+ * bound to lo, [::1] and a dual-stack [::] (shown as *), and one established connection
+ * (127.0.0.1:45886 to 8786), which the state filter left out. Note the header's "PortProcess".
+ */
+static const char recorded_ss[] = "Recv-Q Send-Q Local Address:Port  Peer Address:PortProcess\n"
+                                  "0      128    127.0.0.53%lo:53         0.0.0.0:*          \n"
+                                  "1      128        127.0.0.1:8786       0.0.0.0:*          \n"
+                                  "0      128          0.0.0.0:22         0.0.0.0:*          \n"
+                                  "0      128          [::]%lo:60001         [::]:*          \n"
+                                  "0      128            [::1]:23457         [::]:*          \n"
+                                  "0      128                *:23456            *:*          \n";
+
+static void test_ss_recorded(void) {
+  lc__portscan s;
+  lc_ports *p = NULL;
+  char *text = NULL;
+  memset(&s, 0, sizeof(s));
+  lc__portscan_text(&s, recorded_ss, strlen(recorded_ss));
+  LC_CHECK(s.headers == 1 && s.entries == 6 && s.skipped == 0);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, "22,53,8786,23456-23457,60001");
+  LC_CHECK(!lc_ports_contains(p, 45886));
+  lc_free(text);
+  lc_ports_free(p);
+
+  /* only the header: nothing listens, and the host did answer */
+  memset(&s, 0, sizeof(s));
+  lc__portscan_text(&s, recorded_ss, strchr(recorded_ss, '\n') - recorded_ss + 1);
+  LC_CHECK(s.headers == 1 && s.entries == 0 && s.skipped == 0);
+}
+
+/* An older ss that keeps the state column: only LISTEN lines listen. Bad lines are skipped. */
+static void test_ss_forms_and_malformed(void) {
+  static const char *const lines[] = {
+      "0 128 127.0.0.1:",                 /* no port */
+      "0 128 127.0.0.1:70000 0.0.0.0:*",  /* port out of range */
+      "0 128 127.0.0.1:123456 0.0.0.0:*", /* six digits */
+      "0 128 127.0.0.1:80",               /* no peer */
+      "0 128 :80 0.0.0.0:*",              /* no address */
+      "0 128 localhost 0.0.0.0:*",        /* no colon */
+      "0 x 127.0.0.1:81 0.0.0.0:*",       /* Send-Q not a number */
+      "0 127.0.0.1:82 0.0.0.0:*",         /* one queue only */
+      "Recv-Q Send-Q",                    /* a header cut short */
+      "LISTEN",                           /* a state alone */
+      "0 128 127.0.0.1:8x 0.0.0.0:*",     /* junk in the port */
+  };
+  static const char with_state[] = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port\n"
+                                   "LISTEN 0      128    0.0.0.0:2222        0.0.0.0:*\n"
+                                   "ESTAB  0      0      10.0.0.1:2223       10.0.0.2:40000\n"
+                                   "LISTEN 0      128    [fe80::1]%eth0:2224 [::]:*\n";
+  lc__portscan s;
+  lc_ports *p = NULL;
+  char *text = NULL;
+  memset(&s, 0, sizeof(s));
+  for (size_t i = 0; i < NVALUES(lines); i++)
+    lc__portscan_line(&s, lines[i], strlen(lines[i]));
+  LC_CHECK(s.headers == 0 && s.entries == 0 && s.skipped == NVALUES(lines));
+  lc__portscan_text(&s, with_state, strlen(with_state));
+  LC_CHECK(s.headers == 1 && s.entries == 3);
+  LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, "2222,2224");
+  lc_free(text);
+  lc_ports_free(p);
+}
+
 static void test_proc_net_tcp_every_port(void) {
   /* 65535 listeners become one range; odd ones only become 32768 ranges */
   lc__portscan s;
@@ -592,6 +661,7 @@ static void test_reservation_threads(void) {
 LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_parse_merges), LC_TEST(test_parse_bad_input),
              LC_TEST(test_iterate_contains), LC_TEST(test_add_and_format),
              LC_TEST(test_proc_net_tcp_recorded), LC_TEST(test_proc_net_tcp_line_by_line),
-             LC_TEST(test_proc_net_tcp_malformed), LC_TEST(test_proc_net_tcp_every_port),
+             LC_TEST(test_proc_net_tcp_malformed), LC_TEST(test_ss_recorded),
+             LC_TEST(test_ss_forms_and_malformed), LC_TEST(test_proc_net_tcp_every_port),
              LC_TEST(test_reserve_release), LC_TEST(test_local_bind),
              LC_TEST(test_common_free_here_only), LC_TEST(test_reservation_threads))
