@@ -227,7 +227,7 @@ int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const 
                         int keep) {
   int r;
   if ((r = lc__buf_puts(out, "r=")) < 0 || (r = append_root(out, root)) < 0 ||
-      (r = lc__buf_puts(out, "\nmkdir -p \"$r\" && mkdir \"$r\"/")) < 0 ||
+      (r = lc__buf_puts(out, "\n{ [ -d \"$r\" ] || mkdir -p \"$r\"; } && mkdir \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0 ||
       (r = lc__buf_puts(out, " && printf '%s\\n' \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0 || (r = lc__buf_puts(out, " || exit 1\n")) < 0)
