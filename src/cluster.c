@@ -1093,13 +1093,30 @@ void lc__cluster_count_master_lines(lc_cluster *c, const char *up, const char *d
   pthread_mutex_unlock(&c->mu);
 }
 
+/* LC_EREMOTE, naming the first process of the cluster that ended and how (describe), or 0. */
+static int check_ended(lc_cluster *c) {
+  char msg[4096];
+  if (c->master_proc != NULL && lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
+    describe(c, c->master_tag, c->master_proc, msg, sizeof(msg));
+    return lc__error_set(LC_EREMOTE, "%s ended: %s", c->master_tag->tag, msg);
+  }
+  for (size_t i = 0; i < c->nworkers; i++) {
+    cworker *w = &c->workers[i];
+    if (w->proc != NULL && lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+      describe(c, w->tag, w->proc, msg, sizeof(msg));
+      return lc__error_set(LC_EREMOTE, "%s ended: %s", w->tag->tag, msg);
+    }
+  }
+  return 0;
+}
+
 /*
  * Waits until the master's count reaches n: 0; LC_EREMOTE as soon as the master or a worker ended
  * (the caller names it); -ETIMEDOUT. *seen says whether any counted line came.
  */
 int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-  int r = -ETIMEDOUT;
+  int r;
   *seen = 0;
   for (;;) {
     struct timespec ts;
@@ -1110,13 +1127,12 @@ int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
     *seen = *seen || count != 0;
     if (count >= n)
       return 0;
-    if (c->master_proc == NULL || lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT)
-      return lc__error_set(LC_EREMOTE, "the master ended");
-    for (size_t i = 0; i < c->nworkers; i++)
-      if (c->workers[i].proc != NULL && lc_process_wait(NULL, c->workers[i].proc, 0) != -ETIMEDOUT)
-        return lc__error_set(LC_EREMOTE, "%s ended", c->workers[i].tag->tag);
+    if (c->master_proc == NULL)
+      return lc__error_set(LC_EREMOTE, "the master does not run");
+    if ((r = check_ended(c)) < 0)
+      return r;
     if (lc__now_ms() >= deadline)
-      return lc__error_set(r, "the master counted %ld of %ld within %.1f s", count, n,
+      return lc__error_set(-ETIMEDOUT, "the master counted %ld of %ld within %.1f s", count, n,
                            timeout_ms / 1000.0);
     /* the pause is a wait on the count: each counted line ends it at once */
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -1134,21 +1150,13 @@ int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
 
 int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-  char msg[4096];
+  int r;
   for (;;) {
     lc_process *some = c->master_proc;
-    if (c->master_proc != NULL && lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
-      describe(c, c->master_tag, c->master_proc, msg, sizeof(msg));
-      return lc__error_set(LC_EREMOTE, "%s ended: %s", c->master_tag->tag, msg);
-    }
-    for (size_t i = 0; i < c->nworkers; i++) {
-      cworker *w = &c->workers[i];
-      if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
-        describe(c, w->tag, w->proc, msg, sizeof(msg));
-        return lc__error_set(LC_EREMOTE, "%s ended: %s", w->tag->tag, msg);
-      }
-      some = some ? some : w->proc;
-    }
+    if ((r = check_ended(c)) < 0)
+      return r;
+    for (size_t i = 0; i < c->nworkers && some == NULL; i++)
+      some = c->workers[i].proc;
     if (some == NULL)
       return lc__error_set(-EINVAL, "cluster: nothing runs");
     if (timeout_ms >= 0 && lc__now_ms() >= deadline)

@@ -816,6 +816,27 @@ static void test_cli_worker_timeout_message(void) {
   check_nothing_left("after the failed start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
 }
 
+/* A Dask worker that fails at start (an option dask-worker does not know): the error names the
+ * worker and its host, its exit status and its last stderr lines, and the start is undone. */
+static void test_cli_worker_fails_at_start(void) {
+  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab0",
+                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
+                        "--timeout", "120", "--master-timeout", "60", "--type-arg",
+                        "worker_args=--no-such-option-lc", NULL};
+  cli k;
+  int st;
+  LC_REQUIRE(cli_start(&k, args, NULL, "fails") == 0);
+  LC_CHECK(cli_wait_ready(&k, 300000) == 0); /* ends without "ready:" */
+  st = cli_reap(&k, 60000);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0);
+  if (!cli_stderr_contains(&k, "it exited with status 2; its last stderr lines:"))
+    cli_show_stderr(&k);
+  LC_CHECK(cli_stderr_contains(&k, "lab0 worker-0 "));
+  LC_CHECK(cli_stderr_contains(&k, "it exited with status 2; its last stderr lines:"));
+  LC_CHECK(cli_stderr_contains(&k, "no-such-option-lc"));
+  check_nothing_left("after the worker failed", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+}
+
 /* A python3 without Dask first in PATH (here: the Dask interpreter with -S, so without its
  * site-packages, like a virtualenv without system packages) must not break the readiness check:
  * dask-scheduler itself runs under the interpreter Dask is installed for. */
@@ -902,6 +923,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_cli_sigint),
       LC_TEST(test_cli_sigkill),
       LC_TEST(test_cli_worker_timeout_message),
+      LC_TEST(test_cli_worker_fails_at_start),
       LC_TEST(test_cli_python3_without_dask_in_path),
   };
   FILE *f;
