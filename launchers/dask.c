@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define DASK_CONNECT_TIMEOUT_S 30 /* distributed.comm.timeouts.connect, Dask's default */
+
 typedef struct dask_type {
   lc_master_launcher master;
   lc_worker_launcher worker;
@@ -32,15 +34,24 @@ static int master_command(lc_master_launcher *self, lc_cluster *c, int port, cha
   return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
 }
 
+/*
+ * Workers start early, while the scheduler starts, and a nanny's first call to the scheduler gives
+ * up after Dask's connect timeout (30 s by default): a scheduler slower than that to come up (a
+ * busy machine, a slow preload) would take down workers the cluster still waits for. Their
+ * connect timeout is therefore the master's timeout plus Dask's default, unless the host's
+ * environment sets one.
+ */
 static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_worker_info *w,
                           char **out) {
   dask_type *t = self->data;
-  (void)c;
-  *out = lc__sprintf("exec dask-worker tcp://127.0.0.1:%d --host 127.0.0.1 --worker-port %d "
+  int connect_s = (lc__cluster_master_timeout_ms(c) + 999) / 1000 + DASK_CONNECT_TIMEOUT_S;
+  *out = lc__sprintf("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="
+                     "\"${DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT:-%ds}\" "
+                     "exec dask-worker tcp://127.0.0.1:%d --host 127.0.0.1 --worker-port %d "
                      "--nanny-port %d --no-dashboard --dashboard-address 127.0.0.1:0 --nthreads %d "
                      "--memory-limit 0 "
                      "--name worker-%d %s",
-                     w->master_port, w->port, w->aux_port, t->nthreads, w->index,
+                     connect_s, w->master_port, w->port, w->aux_port, t->nthreads, w->index,
                      t->worker_args ? t->worker_args : "");
   return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
 }

@@ -28,6 +28,9 @@ void *lc__launchers_data(lc_master_launcher *m, lc_worker_launcher *w);
 /* The runtime the master runs on. */
 lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
+/* How long the cluster waits for its master to be ready, in ms. */
+int lc__cluster_master_timeout_ms(const lc_cluster *c);
+
 /* Counts the master's output lines containing up (+1) or down (-1, or NULL); set before the
  * master is spawned (in its command method). */
 void lc__cluster_count_master_lines(lc_cluster *c, const char *up, const char *down);

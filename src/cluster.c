@@ -278,6 +278,7 @@ const char *lc_cluster_master_host(const lc_cluster *c) {
 }
 lc_group *lc_cluster_group(const lc_cluster *c) { return c->group; }
 lc_runtime *lc__cluster_master_runtime(const lc_cluster *c) { return c->master_rt; }
+int lc__cluster_master_timeout_ms(const lc_cluster *c) { return c->opts.master_timeout_ms; }
 size_t lc_cluster_worker_count(const lc_cluster *c) { return c->nworkers; }
 const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i) {
   return i < c->nworkers ? &c->workers[i].info : NULL;

@@ -816,6 +816,43 @@ static void test_cli_worker_timeout_message(void) {
   check_nothing_left("after the failed start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
 }
 
+/*
+ * A scheduler slower to come up than Dask's own connect timeout (30 s), within the master timeout:
+ * the workers, started with it, wait for it instead of giving up ("Nanny failed to start"). The
+ * scheduler is held back by a preload that sleeps once (Dask imports a preload twice).
+ */
+static void test_cli_slow_scheduler(void) {
+  char preload[4200], marker[4200], sargs[4300];
+  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab0",
+                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
+                        "--timeout", "120", "--master-timeout", "90", "--type-arg", sargs, NULL};
+  FILE *f;
+  cli k;
+  int st, ready;
+  uint64_t t0 = now_ms();
+  snprintf(preload, sizeof(preload), "%s/dask_slow_scheduler.py", th_dir());
+  snprintf(marker, sizeof(marker), "%s/dask_slow_scheduler.slept", th_dir());
+  unlink(marker);
+  LC_REQUIRE((f = fopen(preload, "w")) != NULL);
+  fprintf(f, "import os, time\nif not os.path.exists('%s'):\n    open('%s', 'w').close()\n"
+             "    time.sleep(31)\n", marker, marker);
+  fclose(f);
+  snprintf(sargs, sizeof(sargs), "scheduler_args=--preload %s", preload);
+  LC_REQUIRE(cli_start(&k, args, NULL, "slow") == 0);
+  ready = cli_wait_ready(&k, 300000);
+  if (ready != 1)
+    cli_show_stderr(&k);
+  LC_CHECK(ready == 1);
+  fprintf(stderr, "  ready after %.1f s (the scheduler slept 31 s)\n",
+          (double)(now_ms() - t0) / 1000.0);
+  LC_CHECK(now_ms() - t0 >= 31000);
+  kill(k.pid, SIGINT);
+  st = cli_reap(&k, 60000);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  check_nothing_left("after the slow start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+  unlink(marker);
+}
+
 /* A Dask worker that fails at start (an option dask-worker does not know): the error names the
  * worker and its host, its exit status and its last stderr lines, and the start is undone. */
 static void test_cli_worker_fails_at_start(void) {
@@ -924,6 +961,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_cli_sigkill),
       LC_TEST(test_cli_worker_timeout_message),
       LC_TEST(test_cli_worker_fails_at_start),
+      LC_TEST(test_cli_slow_scheduler),
       LC_TEST(test_cli_python3_without_dask_in_path),
   };
   FILE *f;
