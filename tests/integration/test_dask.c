@@ -835,7 +835,7 @@ static void test_cli_slow_scheduler(void) {
   unlink(marker);
   LC_REQUIRE((f = fopen(preload, "w")) != NULL);
   fprintf(f, "import os, time\nif not os.path.exists('%s'):\n    open('%s', 'w').close()\n"
-             "    time.sleep(31)\n", marker, marker);
+             "    time.sleep(36)\n", marker, marker);
   fclose(f);
   snprintf(sargs, sizeof(sargs), "scheduler_args=--preload %s", preload);
   LC_REQUIRE(cli_start(&k, args, NULL, "slow") == 0);
@@ -843,9 +843,9 @@ static void test_cli_slow_scheduler(void) {
   if (ready != 1)
     cli_show_stderr(&k);
   LC_CHECK(ready == 1);
-  fprintf(stderr, "  ready after %.1f s (the scheduler slept 31 s)\n",
+  fprintf(stderr, "  ready after %.1f s (the scheduler slept 36 s)\n",
           (double)(now_ms() - t0) / 1000.0);
-  LC_CHECK(now_ms() - t0 >= 31000);
+  LC_CHECK(now_ms() - t0 >= 36000);
   kill(k.pid, SIGINT);
   st = cli_reap(&k, 60000);
   LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
