@@ -731,6 +731,26 @@ typedef struct wstart {
   int prepared;
 } wstart;
 
+/* Gives the workers of st their ports (and aux ports) from the ranges: from sc, or from a new
+ * listing of every host when sc is NULL. */
+static int workers_ports(lc_cluster *c, const wstart *st, const scan *sc) {
+  size_t per = c->w->aux_port ? 2 : 1, n = c->nworkers - st->first;
+  int *ports;
+  int r;
+  if (c->w->portless || n == 0)
+    return 0;
+  if ((ports = lc__calloc(n * per, sizeof(*ports))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  if ((r = pick_ports(c, sc, ports, n * per)) == 0)
+    for (size_t k = 0; k < n; k++) {
+      c->workers[st->first + k].info.port = ports[k * per];
+      if (c->w->aux_port)
+        c->workers[st->first + k].info.aux_port = ports[k * per + 1];
+    }
+  free(ports);
+  return r;
+}
+
 /*
  * Places n more workers and gives each its port and working directory (every host's made at
  * once), before any starts: each worker then sees the whole cluster. Needs no master.
@@ -738,7 +758,6 @@ typedef struct wstart {
 static int workers_prepare(lc_cluster *c, int n, const scan *sc, wstart *st) {
   size_t nslots = 0;
   slot *slots = NULL;
-  int *ports = NULL;
   int r = 0;
 
   st->first = c->nworkers;
@@ -761,15 +780,6 @@ static int workers_prepare(lc_cluster *c, int n, const scan *sc, wstart *st) {
     c->capworkers = cap;
   }
   workdirs_begin(c);
-  if (!c->w->portless) {
-    size_t per = c->w->aux_port ? 2 : 1;
-    if ((ports = lc__calloc((size_t)n * per, sizeof(*ports))) == NULL) {
-      r = lc__error_set(-ENOMEM, "out of memory");
-      goto out;
-    }
-    if ((r = pick_ports(c, sc, ports, (size_t)n * per)) < 0)
-      goto out;
-  }
   for (int k = 0; k < n; k++) {
     cworker *w = &c->workers[c->nworkers];
     size_t idx = c->nworkers;
@@ -778,11 +788,6 @@ static int workers_prepare(lc_cluster *c, int n, const scan *sc, wstart *st) {
     w->rt = slots[idx % nslots].rt;
     w->info.gpu = slots[idx % nslots].gpu;
     w->info.index = (int)idx;
-    if (!c->w->portless) {
-      w->info.port = ports[k * (c->w->aux_port ? 2 : 1)];
-      if (c->w->aux_port)
-        w->info.aux_port = ports[k * 2 + 1];
-    }
     if ((r = lc_runtime_workdir(&wd, w->rt)) < 0)
       goto out;
     w->host = lc__strdup(lc_runtime_name(w->rt));
@@ -798,9 +803,9 @@ static int workers_prepare(lc_cluster *c, int n, const scan *sc, wstart *st) {
   }
   for (size_t i = 0; i < c->nworkers; i++)
     c->workers[i].info.count = (int)c->nworkers;
+  r = workers_ports(c, st, sc);
 out:
   free(slots);
-  free(ports);
   return r;
 }
 
@@ -847,7 +852,7 @@ static void workers_undo(lc_cluster *c, wstart *st) {
 static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline);
 
 /* The spawned workers' tunnels (all at once), then their readiness. */
-static int workers_finish(lc_cluster *c, const wstart *st) {
+static int workers_ready(lc_cluster *c, const wstart *st) {
   size_t first = st->first;
   char msg[4096];
   uint64_t deadline;
@@ -906,6 +911,48 @@ static int workers_finish(lc_cluster *c, const wstart *st) {
     return r;
   }
   return wait_listening_all(c, first, deadline);
+}
+
+/* Whether a start of workers that failed may do with other ports: a port of theirs was in use
+ * after all, on some host (a forward could not listen), or a worker died saying so. The ranges'
+ * ports lie in most hosts' ephemeral range (32768-60999 on Linux), where any outgoing
+ * connection may take one between the listing and the worker's bind. */
+static int workers_port_taken(lc_cluster *c, const wstart *st, int r) {
+  char msg[4096];
+  if (c->w->portless)
+    return 0;
+  if (r == -EADDRINUSE)
+    return 1;
+  for (size_t i = st->first; r == LC_EREMOTE && i < c->nworkers; i++) {
+    cworker *w = &c->workers[i];
+    if (w->proc == NULL || lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT)
+      continue;
+    describe(c, w->tag, w->proc, msg, sizeof(msg));
+    if (strstr(msg, "in use") != NULL || strstr(msg, "EADDRINUSE") != NULL)
+      return 1;
+  }
+  return 0;
+}
+
+/* Tunnels and readiness of spawned workers; when a port was taken after all, the workers of the
+ * start are stopped and started again on other ports (up to 5 times). */
+static int workers_finish(lc_cluster *c, const wstart *st) {
+  size_t fwd_mark = c->fwds.n; /* the master's tunnels may come after st's mark: they stay */
+  int r = workers_ready(c, st);
+  for (int attempt = 1; r < 0 && attempt < 5; attempt++) {
+    char why[LC_ERRMSG_MAX];
+    snprintf(why, sizeof(why), "%s", lc_error_last());
+    if (!workers_port_taken(c, st, r)) {
+      lc__error_set(r, "%s", why); /* the look at the workers must not replace the detail */
+      break;
+    }
+    logf_(c, "a worker's port was taken after all (%s): trying other ports", why);
+    workers_unspawn(c, st);
+    fwds_drop(c, fwd_mark);
+    if ((r = workers_ports(c, st, NULL)) == 0 && (r = workers_spawn(c, st)) == 0)
+      r = workers_ready(c, st);
+  }
+  return r;
 }
 
 /*

@@ -161,6 +161,47 @@ static void test_master_moves_with_early_workers(void) {
   unlink(mark);
 }
 
+/* Workers whose port is taken after all (here: each says "Address already in use" and dies on its
+ * first run, as when an outgoing connection on the host took the port after the listing) are
+ * started again, all of them, on other ports; every worker's context names the final ports. */
+static void test_workers_move_when_port_taken(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char mark[4200], tmpl[8800], text[4096], want[128];
+  snprintf(mark, sizeof(mark), "%s/worker-port-taken-$LAZYCLUSTER_WORKER_INDEX", th_dir());
+  snprintf(tmpl, sizeof(tmpl),
+           "if [ ! -e %s ]; then : > %s; echo 'bind: Address already in use' >&2; exit 1; fi; %s",
+           mark, mark, worker_tmpl);
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, tmpl));
+  o.master_port = 61900;
+  o.worker_ports = "61901-61950";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start(c, 3));
+  LC_CHECK_CONTAINS(lc_cluster_log(c), "taken after all");
+  LC_CHECK(lc_cluster_worker_count(c) == 3);
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    const lc_worker_info *wi = lc_cluster_worker(c, i);
+    LC_CHECK(wi->port >= 61904 && wi->port <= 61950); /* 61901-61903 were the first, taken */
+    worker_file(text, sizeof(text), c, i, "master.txt");
+    LC_CHECK_STR(text, "master\n");
+    for (size_t j = 0; j < lc_cluster_worker_count(c); j++) {
+      worker_file(text, sizeof(text), c, i, "ctx.txt");
+      snprintf(want, sizeof(want), ":%d", lc_cluster_worker(c, j)->port);
+      LC_CHECK_CONTAINS(text, want); /* TF_CONFIG lists every worker's final port */
+    }
+  }
+  LC_CHECK(count_everywhere("^serve 619") == 4);
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 619") == 0);
+  free_type(m, w);
+  for (int i = 0; i < 3; i++) {
+    snprintf(text, sizeof(text), "%s/worker-port-taken-%d", th_dir(), i);
+    unlink(text);
+  }
+}
+
 static void test_declared_gpus(void) {
   lc_master_launcher *m = NULL;
   lc_worker_launcher *w = NULL;
@@ -367,6 +408,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_more_workers_than_hosts), LC_TEST(test_declared_gpus),
       LC_TEST(test_master_errors),           LC_TEST(test_worker_errors),
       LC_TEST(test_sigkill_of_start),        LC_TEST(test_master_moves_with_early_workers),
+      LC_TEST(test_workers_move_when_port_taken),
   };
   lc_group_report *rep = NULL;
   lc_runtime_options ro = th_options();
