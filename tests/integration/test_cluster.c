@@ -122,6 +122,14 @@ static void test_more_workers_than_hosts(void) {
   free_type(m, w);
 }
 
+/* tmpl, made to die once of "Address already in use" (before mark exists), as a process whose
+ * port was taken after all, and to run normally afterwards. */
+static void fail_once(char *out, size_t size, const char *mark, const char *tmpl) {
+  snprintf(out, size,
+           "if [ ! -e %s ]; then : > %s; echo 'bind: Address already in use' >&2; exit 1; fi; %s",
+           mark, mark, tmpl);
+}
+
 /* A master that dies of "address in use" on its first port moves to another; early workers,
  * started before it was ready, are taken down and started again with the new port. */
 static void test_master_moves_with_early_workers(void) {
@@ -133,9 +141,7 @@ static void test_master_moves_with_early_workers(void) {
   int port;
   snprintf(mark, sizeof(mark), "/tmp/lc-test-moved-%d", (int)getpid());
   unlink(mark);
-  snprintf(tmpl, sizeof(tmpl),
-           "if [ ! -e %s ]; then : > %s; echo 'bind: Address already in use' >&2; exit 1; fi; %s",
-           mark, mark, master_tmpl);
+  fail_once(tmpl, sizeof(tmpl), mark, master_tmpl);
   LC_REQUIRE_OK(make_type(&m, &w, tmpl, worker_tmpl));
   LC_REQUIRE(w->version >= 2);
   w->early = 1;
@@ -171,9 +177,7 @@ static void test_workers_move_when_port_taken(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   char mark[4200], tmpl[8800], text[4096], want[128];
   snprintf(mark, sizeof(mark), "%s/worker-port-taken-$LAZYCLUSTER_WORKER_INDEX", th_dir());
-  snprintf(tmpl, sizeof(tmpl),
-           "if [ ! -e %s ]; then : > %s; echo 'bind: Address already in use' >&2; exit 1; fi; %s",
-           mark, mark, worker_tmpl);
+  fail_once(tmpl, sizeof(tmpl), mark, worker_tmpl);
   LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, tmpl));
   o.master_port = 61900;
   o.worker_ports = "61901-61950";
@@ -186,8 +190,8 @@ static void test_workers_move_when_port_taken(void) {
     LC_CHECK(wi->port >= 61904 && wi->port <= 61950); /* 61901-61903 were the first, taken */
     worker_file(text, sizeof(text), c, i, "master.txt");
     LC_CHECK_STR(text, "master\n");
+    worker_file(text, sizeof(text), c, i, "ctx.txt");
     for (size_t j = 0; j < lc_cluster_worker_count(c); j++) {
-      worker_file(text, sizeof(text), c, i, "ctx.txt");
       snprintf(want, sizeof(want), ":%d", lc_cluster_worker(c, j)->port);
       LC_CHECK_CONTAINS(text, want); /* TF_CONFIG lists every worker's final port */
     }
