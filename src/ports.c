@@ -408,18 +408,6 @@ static int read_endpoint(const char *line, size_t len, size_t *i, unsigned long 
   return 0;
 }
 
-/* Reads decimal digits at line[*i]; returns how many there were (value in *v, capped). */
-static size_t read_dec(const char *line, size_t len, size_t *i, unsigned long *v) {
-  size_t start = *i;
-  *v = 0;
-  while (*i < len && is_digit(line[*i])) {
-    if (*i - start < 9)
-      *v = *v * 10 + (unsigned long)(line[*i] - '0');
-    (*i)++;
-  }
-  return *i - start;
-}
-
 /*
  * A line of `ss -tn state listening`: "RECVQ SENDQ LOCAL:PORT PEER:PORT", LOCAL being an IPv4
  * address, [IPv6], or *, each with an optional %interface; an older ss may put a state first.
@@ -428,7 +416,7 @@ static size_t read_dec(const char *line, size_t len, size_t *i, unsigned long *v
  */
 static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
   static const char local[] = "Local Address";
-  unsigned long q, port = 0;
+  int q, port = 0;
   size_t start, colon = 0, n = 0;
   int listen = 1;
 
@@ -449,7 +437,7 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
     skip_blanks(line, len, &i);
   }
   for (int k = 0; k < 2; k++) { /* Recv-Q, Send-Q */
-    if (read_dec(line, len, &i, &q) == 0 || i >= len || !is_tab_or_space(line[i]))
+    if (read_number(line, len, &i, &q) == 0 || i >= len || !is_tab_or_space(line[i]))
       return 0;
     skip_blanks(line, len, &i);
   }
@@ -459,12 +447,12 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
   if (colon == 0 || colon == start || i >= len)
     return 0;
   i = colon + 1;
-  n = read_dec(line, len, &i, &port);
+  n = read_number(line, len, &i, &port); /* capped at PORT_MAX + 1 */
   if (n == 0 || n > 5 || port > PORT_MAX || i >= len || !is_tab_or_space(line[i]))
     return 0;
   s->entries++;
   if (listen && port > 0)
-    bit_set(s->listening, (int)port);
+    bit_set(s->listening, port);
   return 1;
 }
 
