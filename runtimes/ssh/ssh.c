@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -175,6 +176,34 @@ static void on_exit_signal(ssh_session s, ssh_channel ch, const char *signal, in
     lc__proc_exit(k->p, -1, sig ? sig : 255);
 }
 
+/* The write gate: libssh's output buffer has no limit and is flushed with a blocking send(), so
+ * channels take more output only while nothing of it waits unsent. */
+int lc__ssh_write_open(const sconn *c) {
+  return !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING);
+}
+
+/* Writes into k's channel as far as its window and the write gate allow: the bytes taken, or -1
+ * when the channel failed. */
+ssize_t lc__ssh_chan_put(schan *k, const char *data, size_t len) {
+  sconn *c = k->c;
+  size_t done = 0;
+  while (done < len && lc__ssh_write_open(c)) {
+    size_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
+    uint32_t win = ssh_channel_window_size(k->ch);
+    int w;
+    if (win == 0)
+      break;
+    if (n > win)
+      n = win;
+    if ((w = ssh_channel_write(k->ch, data + done, (uint32_t)n)) < 0)
+      return -1;
+    if (w == 0)
+      break;
+    done += (size_t)w;
+  }
+  return (ssize_t)done;
+}
+
 /* Writes what p has for stdin while the window and the write gate allow. */
 static int exec_write(schan *k) {
   lc_process *p = k->p;
@@ -182,22 +211,15 @@ static int exec_write(schan *k) {
   size_t n;
   if (k->remote_closed) /* the process is gone: a late heartbeat or stop has no reader */
     return 0;
-  while (!(ssh_get_poll_flags(k->c->s) & SSH_WRITE_PENDING) && (n = lc__proc_in_peek(p, &data))) {
-    uint32_t win = ssh_channel_window_size(k->ch);
-    int w;
-    if (win == 0)
-      return 0;
-    if (n > win)
-      n = win;
-    if (n > WRITE_CHUNK)
-      n = WRITE_CHUNK;
-    if ((w = ssh_channel_write(k->ch, data, (uint32_t)n)) < 0)
+  while ((n = lc__proc_in_peek(p, &data)) > 0) {
+    ssize_t w = lc__ssh_chan_put(k, data, n);
+    if (w < 0)
       return -1;
     lc__proc_in_consume(p, (size_t)w);
     if ((size_t)w < n)
       return 0;
   }
-  if (lc__proc_in_eof_due(p) && !(ssh_get_poll_flags(k->c->s) & SSH_WRITE_PENDING)) {
+  if (lc__proc_in_eof_due(p) && lc__ssh_write_open(k->c)) {
     p->in_eof_sent = 1;
     if (ssh_channel_send_eof(k->ch) < 0)
       return -1;
@@ -690,21 +712,31 @@ static void conn_drive(sconn *c) {
               getenv("SSH_AUTH_SOCK") ? ", ssh-agent" : "");
     return;
   case C_READY:
+    c->drive_seq++;
+    c->in_rounds = 1;
+    c->in_more = 1;
     for (int i = 0; i < DOPOLL_ROUNDS; i++) {
       r = ssh_event_dopoll(c->ev, 0);
       if (r == SSH_ERROR) {
+        c->in_rounds = 0;
         lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
         return;
       }
-      if (r == SSH_AGAIN)
+      if (r == SSH_AGAIN) {
+        c->in_more = 0;
         break;
+      }
+    }
+    c->in_rounds = 0;
+    if (c->in_more) { /* held data waits for the next wake-up only if one surely comes */
+      int avail = 0;
+      c->in_more = ioctl(c->poll_fd, FIONREAD, &avail) == 0 && avail > 0;
     }
     lc__tunnel_accept_forwarded(c);
     chans_pump(c);
     /* a channel's read can flush libssh's output and reopen the write gate that closed on an
      * earlier channel in the same pass: give the writers another turn while it is open */
-    for (int i = 0; i < 8 && c->state == C_READY && !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING) &&
-                    writers_waiting(c);
+    for (int i = 0; i < 8 && c->state == C_READY && lc__ssh_write_open(c) && writers_waiting(c);
          i++)
       chans_pump(c);
     lc__tunnel_requests(c);

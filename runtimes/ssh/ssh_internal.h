@@ -51,6 +51,7 @@ struct schan {
   size_t rx_waiting;    /* data may wait in libssh's channel buffer (what the callback left) */
   size_t rx_since_grow; /* bytes from the host since the receive window was last topped up */
   int rx_failed;        /* a write to the stream failed inside the data callback */
+  unsigned rx_seq;      /* the wake-up (sconn.drive_seq) in which the host's data last came */
   uv_shutdown_t sreq;
   int shut_sent, shut_done;
   int ending;
@@ -77,6 +78,9 @@ struct sconn {
   int poll_fd;
   int poll_mask;
   int poll_inited;
+  unsigned drive_seq; /* counts wake-ups of the ready session */
+  int in_rounds;      /* inside the wake-up's libssh poll rounds */
+  int in_more;        /* the last wake-up ended with the host's data still unread */
   uv_timer_t timer;     /* connect timeout, then keepalive */
   uv_timer_t retry;     /* a refused session channel or remote listen tries again */
   uv_timer_t reconnect; /* a lost connection with forwards comes back */
@@ -107,6 +111,8 @@ struct sconn {
 /* ssh.c */
 const char *lc__ssh_err(sconn *c);
 void lc__ssh_update_poll(sconn *c);
+int lc__ssh_write_open(const sconn *c);
+ssize_t lc__ssh_chan_put(schan *k, const char *data, size_t len);
 void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void lc__ssh_start_session(sconn *c, int fd);
 void lc__ssh_chan_link(sconn *c, schan *k);

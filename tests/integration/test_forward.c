@@ -2,10 +2,11 @@
  * test_forward.c - port forwards (-L and -R) through real SSH test hosts: SHA-256 integrity of
  * 1 GiB each way through each kind, 200 concurrent connections through one forward, 50 forwards
  * on one host, a slow reader against a flooding writer (resident memory of this process stays
- * bounded, and the writer is held back), half-close, a target nobody listens on, an sshd with
- * forwarding disabled, ports in use here and on the host, bad input, an sshd killed and started
- * again (the forwards come back), forwards on the local runtime, lc_forward_free with
- * connections open, and listeners on loopback only (127.0.0.1, or ::1 when asked).
+ * bounded, and the writer is held back), half-close, request and reply at the relay's size
+ * boundaries, a target nobody listens on, an sshd with forwarding disabled, ports in use here and
+ * on the host, bad input, an sshd killed and started again (the forwards come back), forwards on
+ * the local runtime, lc_forward_free with connections open, and listeners on loopback only
+ * (127.0.0.1, or ::1 when asked).
  *
  * The end points are tests/support/tcptool, run through lc_runtime_spawn: on a host (copied into
  * the runtime's working directory, since a build under /tmp is not visible there) and on this
@@ -634,6 +635,48 @@ static void test_half_close(void) {
   host_close(&h);
 }
 
+/*
+ * Request and reply: the client sends one message at a time and waits for its echo, with sizes at
+ * the relay's boundaries (libssh's 4 KiB reads, 32 KiB packets, the 256 KiB it holds back for one
+ * write). Data held back and never written would leave a reply missing: the client hangs.
+ */
+static void request_reply(host *h, lc_forward_kind kind, int rport) {
+  host *shost = kind == LC_FORWARD_LOCAL ? h : &local,
+       *chost = kind == LC_FORWARD_LOCAL ? &local : h;
+  ep *srv = NULL, *cli = NULL;
+  lc_forward *f = NULL;
+  char line[256];
+  int tport;
+
+  srv = ep_start(shost, "--timeout 60 listen 127.0.0.1 0 echo");
+  LC_REQUIRE(srv != NULL && (tport = ep_port(srv)) > 0);
+  if ((f = fwd_new(h, kind, kind == LC_FORWARD_LOCAL ? 0 : rport, tport, NULL)) == NULL) {
+    lc_test_failed_now = 1;
+    goto out;
+  }
+  cli = ep_start(chost, "--timeout 60 connect 127.0.0.1 %d pingpong 7", lc_forward_port(f));
+  if (ep_wait_line(cli, "pingpong ", line, sizeof(line), 50000) == 0) {
+    fprintf(stderr, "  %s request and reply: %s\n", kind == LC_FORWARD_LOCAL ? "-L" : "-R", line);
+    LC_CHECK_STR(line, "pingpong ok 22");
+  } else {
+    lc_test_failed_now = 1;
+  }
+  LC_CHECK(ep_end(cli, 20000) == 0);
+  LC_CHECK(ep_end(srv, 20000) == 0);
+out:
+  ep_free(cli);
+  ep_free(srv);
+  lc_forward_free(f);
+}
+
+static void test_request_reply(void) {
+  host h;
+  LC_REQUIRE(host_lab(&h, 4) != NULL);
+  request_reply(&h, LC_FORWARD_LOCAL, 0);
+  request_reply(&h, LC_FORWARD_REMOTE, 34003);
+  host_close(&h);
+}
+
 /* ---- 6: nobody listens at the target -------------------------------------------------------- */
 
 /* A connection through f to nothing is closed promptly; once tport listens, one gets through. */
@@ -1125,7 +1168,8 @@ static void teardown(void) {
 static const lc_test_case tests[] = {
     LC_TEST(test_bad_input),           LC_TEST(test_port_in_use),
     LC_TEST(test_local_runtime),       LC_TEST(test_closed_port),
-    LC_TEST(test_half_close),          LC_TEST(test_200_connections),
+    LC_TEST(test_half_close),          LC_TEST(test_request_reply),
+    LC_TEST(test_200_connections),
     LC_TEST(test_50_forwards),         LC_TEST(test_slow_reader),
     LC_TEST(test_loopback_only),       LC_TEST(test_free_closes_connections),
     LC_TEST(test_forwarding_disabled), LC_TEST(test_sshd_restart),

@@ -19,6 +19,9 @@
  *   reply N SEED       read to EOF, then send N, close     "received ..." then "sent ..."
  *   halfclose N SEED   send N, shut down, read to EOF      "sent ..." then "received ..."
  *   check N SEED       send N, read the echo, compare      "check ok N" / "check FAIL reason"
+ *   pingpong SEED      one message at a time, each echoed    "pingpong ok COUNT" /
+ *                      before the next: sizes around 4 KiB,  "pingpong FAIL size N: reason"
+ *                      32 KiB and 256 KiB boundaries
  *   hold               send "ping", read it back ("ready"), then wait: "closed eof|reset|error"
  *   flood              write until the peer goes           "flooded BYTES"
  *   slowread C MS S    read C bytes every MS ms for S s    "slowread BYTES"
@@ -325,6 +328,22 @@ out:
   return r;
 }
 
+/* Request and reply: each message must come back whole before the next is sent, so data that a
+ * forward held back and never delivered shows as a missing reply (a hang, ended by --timeout). */
+static void do_pingpong(int fd, uint64_t seed) {
+  static const uint64_t sizes[] = {1,      2,      4095,   4096,   4097,   32767,  32768,  32769,
+                                   65536,  131072, 262143, 262144, 262145, 266240, 524288, 1048583,
+                                   3,      262144, 17,     1000000, 4096,  1};
+  char why[256];
+  for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+    if (echo_check(fd, sizes[i], seed + i, why, sizeof(why)) < 0) {
+      say("pingpong FAIL size %llu: %s", (unsigned long long)sizes[i], why);
+      return;
+    }
+  }
+  say("pingpong ok %zu", sizeof(sizes) / sizeof(sizes[0]));
+}
+
 static int do_hold(int fd) {
   char buf[4096];
   size_t got = 0;
@@ -430,6 +449,8 @@ static int run_action(const action *a, int fd) {
       say("check ok %llu", (unsigned long long)n);
     else
       say("check FAIL %s", why);
+  } else if (strcmp(name, "pingpong") == 0) {
+    do_pingpong(fd, n);
   } else if (strcmp(name, "hold") == 0) {
     r = do_hold(fd);
   } else if (strcmp(name, "flood") == 0) {
