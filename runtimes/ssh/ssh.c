@@ -732,6 +732,9 @@ static void conn_drive(sconn *c) {
       int avail = 0;
       c->in_more = ioctl(c->poll_fd, FIONREAD, &avail) == 0 && avail > 0;
     }
+    /* answers to listen requests first: sshd can send a new forward's first connection in the
+     * same read as its answer, and that connection must find its forward */
+    lc__tunnel_requests(c);
     lc__tunnel_accept_forwarded(c);
     chans_pump(c);
     /* a channel's read can flush libssh's output and reopen the write gate that closed on an

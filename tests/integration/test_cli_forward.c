@@ -1,7 +1,8 @@
 /*
  * test_cli_forward.c - `lazyclusterctl forward` (LC_CTL) against a real test host: one -L and one
  * -R each carry a connection, SIGTERM ends it with exit 0 and both ports closed; bad arguments
- * exit 2 with a message quoting them; a host that refuses exits 1 with the library's detail.
+ * exit 2 with a message quoting them; a host that refuses exits 1 with the library's detail; the
+ * first connection to a -R forward, made the moment the host listens, is carried.
  *
  * The -L target is a listener of this test on the bridge address (A.1, what the host sees of this
  * machine); the -R target a listener on 127.0.0.1 here. The -R side is reached from inside the
@@ -309,6 +310,44 @@ static void test_forward_both_ways_then_sigterm(void) {
   close(rt);
 }
 
+/*
+ * The first connection to a -R forward, made the moment the host listens by a client that retries
+ * from before the forward starts: sshd can open its channel in the same read as its answer to the
+ * listen request, and that connection must be carried, not closed as belonging to no forward.
+ */
+static void test_remote_first_connection(void) {
+  int tport = 0, rt, rport = free_port();
+  LC_REQUIRE((rt = listen_on("127.0.0.1", &tport)) >= 0);
+  LC_REQUIRE(rport > 0);
+  for (int round = 0; round < 3; round++) {
+    char rspec[128], tag[32];
+    uint64_t end;
+    int fd;
+    ctl c;
+    snprintf(rspec, sizeof(rspec), "127.0.0.1:%d:localhost:%d", rport, tport);
+    snprintf(tag, sizeof(tag), "first of round %d", round);
+    {
+      char *args[] = {"forward", "lab0", "-F", (char *)th_config(), "-R", rspec, NULL};
+      LC_REQUIRE(ctl_start(&c, args) == 0);
+    }
+    end = now_ms() + 20000;
+    while ((fd = connect_lo(HOST, rport)) == -ECONNREFUSED && now_ms() < end)
+      ;
+    LC_CHECK(fd >= 0);
+    LC_CHECK(carries(fd, rt, tag));
+    if (fd >= 0)
+      close(fd);
+    LC_CHECK(kill(c.pid, SIGTERM) == 0);
+    LC_CHECK(ctl_wait_exit(&c, 15000) == 0);
+    LC_CHECK(refused_within(HOST, rport, 10000));
+    if (lc_test_failed_now) {
+      fprintf(stderr, "  lazyclusterctl said:\n%s", c.err);
+      break;
+    }
+  }
+  close(rt);
+}
+
 /* Runs ctl with args to its end; returns the exit status, stderr in c->err. */
 static int ctl_run(ctl *c, char *const *args) {
   if (ctl_start(c, args) != 0)
@@ -380,4 +419,4 @@ static void test_connection_refused(void) {
 }
 
 LC_TEST_MAIN(LC_TEST(test_forward_both_ways_then_sigterm), LC_TEST(test_bad_arguments),
-             LC_TEST(test_connection_refused))
+             LC_TEST(test_connection_refused), LC_TEST(test_remote_first_connection))
