@@ -78,9 +78,9 @@ struct sconn {
   int poll_fd;
   int poll_mask;
   int poll_inited;
-  unsigned drive_seq; /* counts wake-ups of the ready session */
-  int in_rounds;      /* inside the wake-up's libssh poll rounds */
-  int in_more;        /* the last wake-up ended with the host's data still unread */
+  unsigned drive_seq;   /* counts wake-ups of the ready session */
+  int in_rounds;        /* inside the wake-up's libssh poll rounds */
+  int in_more;          /* the last wake-up ended with the host's data still unread */
   uv_timer_t timer;     /* connect timeout, then keepalive */
   uv_timer_t retry;     /* a refused session channel or remote listen tries again */
   uv_timer_t reconnect; /* a lost connection with forwards comes back */

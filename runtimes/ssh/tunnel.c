@@ -108,8 +108,7 @@ static void on_stream_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
       if (k->to_chan.len - k->to_chan_off >= RELAY_BUF_MAX)
         uv_read_stop(st);
     }
-  }
-  if (n < 0) {
+  } else if (n < 0) {
     uv_read_stop(st);
     if (n != UV_EOF) {
       lc__tunnel_end(k);
@@ -170,7 +169,8 @@ void lc__tunnel_pump(schan *k) {
     ssh_channel_poll(k->ch, 0);
   /* channel -> stream: what the data callback left in libssh's buffer, and the window top-up;
    * one write in flight at most. Data held back for a larger write (on_relay_data) stays while
-   * more of this channel's data is already in the socket: the next wake-up comes at once */
+   * this channel got some of the host's data in this wake-up and more is already in the socket:
+   * the next wake-up comes at once */
   hold = c->in_more && k->rx_seq == c->drive_seq && k->rx_waiting > 0 && k->rx_waiting < RELAY_HOLD;
   while (!hold && !k->writing && !k->shut_sent &&
          (k->rx_waiting > 0 || k->rx_since_grow >= RELAY_READ / 2)) {
@@ -222,7 +222,8 @@ void lc__tunnel_pump(schan *k) {
   }
   /* stream -> channel, within the window and the write gate */
   if (k->to_chan.len > k->to_chan_off) {
-    ssize_t w = lc__ssh_chan_put(k, k->to_chan.data + k->to_chan_off, k->to_chan.len - k->to_chan_off);
+    ssize_t w =
+        lc__ssh_chan_put(k, k->to_chan.data + k->to_chan_off, k->to_chan.len - k->to_chan_off);
     if (w < 0) {
       lc__tunnel_end(k);
       return;

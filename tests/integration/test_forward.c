@@ -1166,13 +1166,19 @@ static void teardown(void) {
 }
 
 static const lc_test_case tests[] = {
-    LC_TEST(test_bad_input),           LC_TEST(test_port_in_use),
-    LC_TEST(test_local_runtime),       LC_TEST(test_closed_port),
-    LC_TEST(test_half_close),          LC_TEST(test_request_reply),
+    LC_TEST(test_bad_input),
+    LC_TEST(test_port_in_use),
+    LC_TEST(test_local_runtime),
+    LC_TEST(test_closed_port),
+    LC_TEST(test_half_close),
+    LC_TEST(test_request_reply),
     LC_TEST(test_200_connections),
-    LC_TEST(test_50_forwards),         LC_TEST(test_slow_reader),
-    LC_TEST(test_loopback_only),       LC_TEST(test_free_closes_connections),
-    LC_TEST(test_forwarding_disabled), LC_TEST(test_sshd_restart),
+    LC_TEST(test_50_forwards),
+    LC_TEST(test_slow_reader),
+    LC_TEST(test_loopback_only),
+    LC_TEST(test_free_closes_connections),
+    LC_TEST(test_forwarding_disabled),
+    LC_TEST(test_sshd_restart),
     LC_TEST(test_integrity_1gib),
 };
 

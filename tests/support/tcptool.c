@@ -331,9 +331,9 @@ out:
 /* Request and reply: each message must come back whole before the next is sent, so data that a
  * forward held back and never delivered shows as a missing reply (a hang, ended by --timeout). */
 static void do_pingpong(int fd, uint64_t seed) {
-  static const uint64_t sizes[] = {1,      2,      4095,   4096,   4097,   32767,  32768,  32769,
-                                   65536,  131072, 262143, 262144, 262145, 266240, 524288, 1048583,
-                                   3,      262144, 17,     1000000, 4096,  1};
+  static const uint64_t sizes[] = {1,     2,      4095,   4096,    4097,   32767,  32768,  32769,
+                                   65536, 131072, 262143, 262144,  262145, 266240, 524288, 1048583,
+                                   3,     262144, 17,     1000000, 4096,   1};
   char why[256];
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     if (echo_check(fd, sizes[i], seed + i, why, sizeof(why)) < 0) {
