@@ -572,12 +572,28 @@ static int master_await(lc_cluster *c, int port, int *retry) {
   return r;
 }
 
-/* The master is ready: its port goes to every host. */
-static int master_finish(lc_cluster *c) {
-  int r;
+/*
+ * The master is ready: its port goes to every host. Where a host's tunnel cannot listen because
+ * the port was taken there after the listing (an outgoing connection's port, which the listing of
+ * listeners does not show), the master and its tunnels (those after fwd_mark) are dropped and
+ * *retry says another port may do; otherwise *retry is 0.
+ */
+static int master_finish(lc_cluster *c, size_t fwd_mark, int *retry) {
+  int r, port = c->master_port;
+  *retry = 0;
   if ((r = lc__group_expose(c->group, c->master_rt == c->local ? NULL : c->master_rt,
-                            c->master_port, &c->fwds)) < 0)
+                            c->master_port, &c->fwds)) < 0) {
+    if (r == -EADDRINUSE && !c->opts.master_port_fixed) {
+      char saved[LC_ERRMSG_MAX];
+      snprintf(saved, sizeof(saved), "%s", lc_error_last());
+      fwds_drop(c, fwd_mark);
+      master_drop(c);
+      *retry = 1;
+      logf_(c, "port %d was taken after all (%s): trying another", port, saved);
+      lc__error_set(r, "%s", saved);
+    }
     return r;
+  }
   logf_(c, "%s master ready on port %d", lc_runtime_name(c->master_rt), c->master_port);
   event(c, LC_CLUSTER_MASTER_UP, -1);
   return 0;
@@ -590,12 +606,12 @@ int lc_cluster_start_master(lc_cluster *c) {
   if ((r = master_runtime(c)) < 0)
     return r;
   workdirs_begin(c);
-  for (int attempt = 0; attempt < 5 && retry; attempt++)
-    if ((r = master_attempt(c, attempt, NULL, &port)) < 0 ||
-        (r = master_await(c, port, &retry)) == 0)
+  for (int attempt = 0; attempt < 5 && retry; attempt++) {
+    if ((r = master_attempt(c, attempt, NULL, &port)) < 0)
       break;
-  if (r == 0)
-    r = master_finish(c);
+    if ((r = master_await(c, port, &retry)) == 0 && (r = master_finish(c, fwd_mark, &retry)) == 0)
+      break;
+  }
   if (r < 0) {
     char saved[LC_ERRMSG_MAX];
     snprintf(saved, sizeof(saved), "%s", lc_error_last());
@@ -1103,15 +1119,17 @@ int lc_cluster_start(lc_cluster *c, int n) {
   if (early && (r = workers_spawn(c, &st)) < 0)
     goto out;
   spawned = early;
-  r = master_await(c, port, &retry);
+  if ((r = master_await(c, port, &retry)) == 0)
+    r = master_finish(c, fwd_mark, &retry);
   for (int attempt = 1; r < 0 && retry && attempt < 5; attempt++) {
     if (spawned)
       workers_unspawn(c, &st);
     spawned = 0;
-    if ((r = master_attempt(c, attempt, NULL, &port)) == 0)
-      r = master_await(c, port, &retry);
+    if ((r = master_attempt(c, attempt, NULL, &port)) == 0 &&
+        (r = master_await(c, port, &retry)) == 0)
+      r = master_finish(c, fwd_mark, &retry);
   }
-  if (r < 0 || (r = master_finish(c)) < 0)
+  if (r < 0)
     goto out;
   if (!spawned && (r = workers_spawn(c, &st)) < 0)
     goto out;

@@ -314,10 +314,26 @@ static void forward_release(lc_forward *f) {
 /* A remote listen the host refused: say whether the port is taken there or forwarding is off. */
 static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
   lc_ports *listening = NULL;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res = {0};
+  char cmd[512];
   int taken = lc_ports_listening(&listening, rt, 10000) == 0 && lc_ports_contains(listening, port);
   lc_ports_free(listening);
   if (taken)
     return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
+  /* nothing listens there; but a connection's local port (an outgoing connection's ephemeral
+   * port, say) blocks a listener all the same, and so does one in TIME-WAIT for a minute after a
+   * close unless it had SO_REUSEADDR; the listing of listeners shows neither */
+  snprintf(cmd, sizeof(cmd),
+           "if command -v ss >/dev/null 2>&1; then ss -tanH '( sport = :%d )' | grep -q .; "
+           "else awk 'FNR > 1 { n = split($2, a, \":\"); if (a[n] == \"%04X\") f = 1 } "
+           "END { exit !f }' /proc/net/tcp /proc/net/tcp6; fi",
+           port, (unsigned)port);
+  eo.timeout_ms = 10000;
+  if (lc_runtime_exec(&res, rt, cmd, &eo) == 0 && res.exit_status == 0)
+    return lc__error_set(-EADDRINUSE, "port %d is in use on %s (a connection's local port there "
+                                      "holds it, or did until a moment ago)",
+                         port, rt->name);
   return lc__error_set(code, "%s refused to listen on port %d: the port is free there, so "
                              "forwarding is probably disabled (AllowTcpForwarding in its "
                              "sshd_config)",

@@ -145,43 +145,10 @@ static int free_port(void) {
   return port;
 }
 
-/* A TCP socket in host i's network namespace (or here when i < 0), not yet connected. */
-static int socket_in(int i) {
-  char path[256], name[64], addr[64], ns[128], want[16];
-  FILE *f;
-  int self, host = -1, fd;
-  if (i < 0)
-    return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  snprintf(path, sizeof(path), "%s/hosts.txt", th_dir());
-  snprintf(want, sizeof(want), "lab%d", i);
-  if ((f = fopen(path, "r")) == NULL)
-    return -1;
-  while (host < 0 && fscanf(f, "%63s %63s %127s", name, addr, ns) == 3)
-    if (strcmp(name, want) == 0) {
-      snprintf(path, sizeof(path), "/run/netns/%s", ns);
-      host = open(path, O_RDONLY | O_CLOEXEC);
-    }
-  fclose(f);
-  if (host < 0)
-    return -1;
-  if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
-    close(host);
-    return -1;
-  }
-  fd = setns(host, CLONE_NEWNET) == 0 ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-  if (setns(self, CLONE_NEWNET) != 0) { /* cannot happen; never go on in the wrong namespace */
-    fprintf(stderr, "FATAL: cannot return to our network namespace\n");
-    exit(2);
-  }
-  close(self);
-  close(host);
-  return fd;
-}
-
 /* Connects to 127.0.0.1:port in host i (here when i < 0); the socket, or -errno. */
 static int connect_lo(int i, int port) {
   struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  int fd = socket_in(i);
+  int fd = th_socket_in(i);
   struct timeval tv = {10, 0};
   if (fd < 0)
     return -EIO;

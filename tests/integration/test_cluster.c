@@ -167,6 +167,41 @@ static void test_master_moves_with_early_workers(void) {
   unlink(mark);
 }
 
+/* The master's port taken on a host after the listing, by a connection's local port (nothing
+ * listens there, so the listing cannot see it): the master's tunnel there cannot listen, and the
+ * master moves to another port with its tunnels; the workers reach it there. */
+static void test_master_moves_when_its_tunnel_port_is_taken(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char text[4096], want[128];
+  int held[2], port;
+  LC_REQUIRE(th_hold_port_by_connection(2, 61600, held) == 0);
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 61600;
+  o.worker_ports = "61601-61650";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start(c, 3));
+  port = lc_cluster_master_port(c);
+  LC_CHECK(port != 61600 && port >= 61601 && port <= 61650);
+  LC_CHECK_CONTAINS(lc_cluster_log(c),
+                    "port 61600 was taken after all (port 61600 is in use on lab2");
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    worker_file(text, sizeof(text), c, i, "master.txt");
+    LC_CHECK_STR(text, "master\n"); /* the worker reached the moved master through its tunnel */
+    worker_file(text, sizeof(text), c, i, "ctx.txt");
+    snprintf(want, sizeof(want), "LAZYCLUSTER_MASTER_PORT=%d\n", port);
+    LC_CHECK_CONTAINS(text, want);
+  }
+  LC_CHECK(count_everywhere("^serve 616") == 4); /* the first master is gone */
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 616") == 0);
+  free_type(m, w);
+  close(held[1]);
+  close(held[0]);
+}
+
 /* Workers whose port is taken after all (here: each says "Address already in use" and dies on its
  * first run, as when an outgoing connection on the host took the port after the listing) are
  * started again, all of them, on other ports; every worker's context names the final ports. */
@@ -409,10 +444,14 @@ static int ship_binary(void) {
 
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_more_workers_than_hosts), LC_TEST(test_declared_gpus),
-      LC_TEST(test_master_errors),           LC_TEST(test_worker_errors),
-      LC_TEST(test_sigkill_of_start),        LC_TEST(test_master_moves_with_early_workers),
+      LC_TEST(test_more_workers_than_hosts),
+      LC_TEST(test_declared_gpus),
+      LC_TEST(test_master_errors),
+      LC_TEST(test_worker_errors),
+      LC_TEST(test_sigkill_of_start),
+      LC_TEST(test_master_moves_with_early_workers),
       LC_TEST(test_workers_move_when_port_taken),
+      LC_TEST(test_master_moves_when_its_tunnel_port_is_taken),
   };
   lc_group_report *rep = NULL;
   lc_runtime_options ro = th_options();

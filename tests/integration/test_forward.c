@@ -802,7 +802,7 @@ static void test_port_in_use(void) {
   lc_forward *f = NULL;
   ep *l1 = NULL, *l2 = NULL;
   char want[64];
-  int port = 0, fd, r;
+  int port = 0, fd, r, held[2] = {-1, -1};
   LC_REQUIRE(host_lab(&h, 7) != NULL);
   /* -L on a port this process already listens on */
   LC_CHECK((fd = listen_here(&port)) >= 0);
@@ -831,6 +831,21 @@ static void test_port_in_use(void) {
     lc_forward_free(f);
     f = NULL;
   }
+  /* -R on a port that a connection's local port holds on the host: nothing listens there, yet
+   * sshd cannot listen, and the error must say the port is in use, not blame the sshd config */
+  LC_CHECK(th_hold_port_by_connection(7, 37004, held) == 0);
+  r = lc_forward_new(&f, h.rt, LC_FORWARD_REMOTE, 37004, "127.0.0.1", 22, NULL);
+  fprintf(stderr, "  -R on a port a connection holds: %s: %s\n", lc_err_name(r), lc_error_last());
+  LC_CHECK(r == -EADDRINUSE);
+  LC_CHECK(f == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "port 37004 is in use on lab7");
+  LC_CHECK_CONTAINS(lc_error_last(), "a connection's local port");
+  lc_forward_free(f);
+  f = NULL;
+  if (held[1] >= 0)
+    close(held[1]);
+  if (held[0] >= 0)
+    close(held[0]);
   /* the refusals leave the connection usable: a free port works */
   LC_CHECK((f = fwd_new(&h, LC_FORWARD_REMOTE, 37003, 22, NULL)) != NULL);
   LC_CHECK(f != NULL && lc_forward_is_up(f));

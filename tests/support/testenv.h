@@ -9,12 +9,17 @@
 
 #include "lazycluster.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 static inline const char *th_dir(void) {
@@ -67,6 +72,74 @@ static inline const char *th_addr(int i) {
   }
   fclose(f);
   return addrs[i];
+}
+
+/* A TCP socket in host i's network namespace (or here when i < 0), not yet connected; -1 on
+ * failure. The calling thread goes into the host's namespace for the socket() call only. */
+static inline int th_socket_in(int i) {
+  char path[4096], name[64], addr[64], ns[128], want[16];
+  FILE *f;
+  int self, host = -1, fd;
+  if (i < 0)
+    return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  snprintf(path, sizeof(path), "%s/hosts.txt", th_dir());
+  snprintf(want, sizeof(want), "lab%d", i);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  while (host < 0 && fscanf(f, "%63s %63s %127s", name, addr, ns) == 3)
+    if (strcmp(name, want) == 0) {
+      snprintf(path, sizeof(path), "/run/netns/%s", ns);
+      host = open(path, O_RDONLY | O_CLOEXEC);
+    }
+  fclose(f);
+  if (host < 0)
+    return -1;
+  if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
+    close(host);
+    return -1;
+  }
+  fd = setns(host, CLONE_NEWNET) == 0 ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+  if (setns(self, CLONE_NEWNET) != 0) { /* cannot happen; never go on in the wrong namespace */
+    fprintf(stderr, "FATAL: cannot return to our network namespace\n");
+    exit(2);
+  }
+  close(self);
+  close(host);
+  return fd;
+}
+
+/*
+ * Takes 127.0.0.1:port in host i as the local port of a connection, as an outgoing connection's
+ * ephemeral port does (no SO_REUSEADDR): nothing listens there, yet nothing else can bind it.
+ * fds gets the two ends: close fds[1] first, so that the TIME-WAIT lands on the other end's port.
+ * Returns 0 or -1.
+ */
+static inline int th_hold_port_by_connection(int i, int port, int fds[2]) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(sa);
+  int l = th_socket_in(i), c = th_socket_in(i);
+  fds[0] = fds[1] = -1;
+  if (l < 0 || c < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(l, 1) < 0 ||
+      getsockname(l, (struct sockaddr *)&sa, &len) < 0)
+    goto fail;
+  {
+    struct sockaddr_in mine = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    if (bind(c, (struct sockaddr *)&mine, sizeof(mine)) < 0 ||
+        connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        (fds[1] = accept4(l, NULL, NULL, SOCK_CLOEXEC)) < 0)
+      goto fail;
+  }
+  close(l);
+  fds[0] = c;
+  return 0;
+fail:
+  if (l >= 0)
+    close(l);
+  if (c >= 0)
+    close(c);
+  return -1;
 }
 
 typedef int (*th_proc_fn)(long pid, const char *text, const void *arg);
