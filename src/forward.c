@@ -311,26 +311,30 @@ static void forward_release(lc_forward *f) {
   free(f);
 }
 
-/* A remote listen the host refused: say whether the port is taken there or forwarding is off. */
+/*
+ * A remote listen the host refused: say whether the port is taken there or forwarding is off, in
+ * one round trip. Not only a listener (on any address) takes the port: a connection's local port
+ * (an outgoing connection's ephemeral port, say) blocks sshd's bind all the same, and so does one
+ * in TIME-WAIT for a minute after a close unless it had SO_REUSEADDR; the listing of listeners
+ * shows neither. The check exits 2 for a listener, 0 for another socket, 1 for none.
+ */
 static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
-  lc_ports *listening = NULL;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
-  lc_exec_result res = {0};
+  lc_exec_result res = {.exit_status = -1};
   char cmd[512];
-  int taken = lc_ports_listening(&listening, rt, 10000) == 0 && lc_ports_contains(listening, port);
-  lc_ports_free(listening);
-  if (taken)
-    return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
-  /* nothing listens there; but a connection's local port (an outgoing connection's ephemeral
-   * port, say) blocks a listener all the same, and so does one in TIME-WAIT for a minute after a
-   * close unless it had SO_REUSEADDR; the listing of listeners shows neither */
   snprintf(cmd, sizeof(cmd),
-           "if command -v ss >/dev/null 2>&1; then ss -tanH '( sport = :%d )' | grep -q .; "
-           "else awk 'FNR > 1 { n = split($2, a, \":\"); if (a[n] == \"%04X\") f = 1 } "
-           "END { exit !f }' /proc/net/tcp /proc/net/tcp6; fi",
+           "if command -v ss >/dev/null 2>&1; then ss -tanH '( sport = :%d )' | "
+           "awk '{ f = 1; if ($1 == \"LISTEN\") l = 1 } END { exit l ? 2 : f ? 0 : 1 }'; "
+           "else awk 'FNR > 1 { n = split($2, a, \":\"); if (a[n] == \"%04X\") "
+           "{ f = 1; if ($4 == \"0A\") l = 1 } } END { exit l ? 2 : f ? 0 : 1 }' "
+           "/proc/net/tcp /proc/net/tcp6; fi",
            port, (unsigned)port);
   eo.timeout_ms = 10000;
-  if (lc_runtime_exec(&res, rt, cmd, &eo) == 0 && res.exit_status == 0)
+  if (lc_runtime_exec(&res, rt, cmd, &eo) < 0)
+    res.exit_status = -1; /* could not look: what the refusal most likely means, below */
+  if (res.exit_status == 2)
+    return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
+  if (res.exit_status == 0)
     return lc__error_set(-EADDRINUSE, "port %d is in use on %s (a connection's local port there "
                                       "holds it, or did until a moment ago)",
                          port, rt->name);
