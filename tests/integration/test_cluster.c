@@ -122,6 +122,18 @@ static void test_more_workers_than_hosts(void) {
   free_type(m, w);
 }
 
+/* Every worker of c reached the master (its master.txt) and was told its port (ctx.txt). */
+static void check_workers_reached_master(lc_cluster *c, int port) {
+  char text[4096], want[128];
+  snprintf(want, sizeof(want), "LAZYCLUSTER_MASTER_PORT=%d\n", port);
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    worker_file(text, sizeof(text), c, i, "master.txt");
+    LC_CHECK_STR(text, "master\n");
+    worker_file(text, sizeof(text), c, i, "ctx.txt");
+    LC_CHECK_CONTAINS(text, want);
+  }
+}
+
 /* tmpl, made to die once of "Address already in use" (before mark exists), as a process whose
  * port was taken after all, and to run normally afterwards. */
 static void fail_once(char *out, size_t size, const char *mark, const char *tmpl) {
@@ -137,7 +149,7 @@ static void test_master_moves_with_early_workers(void) {
   lc_worker_launcher *w = NULL;
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
-  char mark[64], tmpl[4400], text[4096], want[128];
+  char mark[64], tmpl[4400];
   int port;
   snprintf(mark, sizeof(mark), "/tmp/lc-test-moved-%d", (int)getpid());
   unlink(mark);
@@ -152,13 +164,7 @@ static void test_master_moves_with_early_workers(void) {
   port = lc_cluster_master_port(c);
   LC_CHECK(port != 61800 && port >= 61801 && port <= 61850);
   LC_CHECK(lc_cluster_worker_count(c) == 3);
-  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
-    worker_file(text, sizeof(text), c, i, "master.txt");
-    LC_CHECK_STR(text, "master\n"); /* the restarted worker reached the moved master */
-    worker_file(text, sizeof(text), c, i, "ctx.txt");
-    snprintf(want, sizeof(want), "LAZYCLUSTER_MASTER_PORT=%d\n", port);
-    LC_CHECK_CONTAINS(text, want);
-  }
+  check_workers_reached_master(c, port); /* the restarted workers too */
   /* one master and three workers: the first generation of workers is gone */
   LC_CHECK(count_everywhere("^serve 618") == 4);
   lc_cluster_free(c);
@@ -175,7 +181,6 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   lc_worker_launcher *w = NULL;
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
-  char text[4096], want[128];
   int held[2], port;
   LC_REQUIRE(th_hold_port_by_connection(2, 61600, held) == 0);
   LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
@@ -187,13 +192,7 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   LC_CHECK(port != 61600 && port >= 61601 && port <= 61650);
   LC_CHECK_CONTAINS(lc_cluster_log(c),
                     "port 61600 was taken after all (port 61600 is in use on lab2");
-  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
-    worker_file(text, sizeof(text), c, i, "master.txt");
-    LC_CHECK_STR(text, "master\n"); /* the worker reached the moved master through its tunnel */
-    worker_file(text, sizeof(text), c, i, "ctx.txt");
-    snprintf(want, sizeof(want), "LAZYCLUSTER_MASTER_PORT=%d\n", port);
-    LC_CHECK_CONTAINS(text, want);
-  }
+  check_workers_reached_master(c, port); /* through their tunnels */
   LC_CHECK(count_everywhere("^serve 616") == 4); /* the first master is gone */
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 616") == 0);
