@@ -49,6 +49,7 @@ enum {
   SEEN_KNOWN_HOSTS = 1u << 5,
   SEEN_STRICT = 1u << 6,
   SEEN_CONNECT_TIMEOUT = 1u << 7,
+  SEEN_CIPHERS = 1u << 8,
 };
 
 typedef enum keyword {
@@ -65,6 +66,7 @@ typedef enum keyword {
   KW_KNOWN_HOSTS,
   KW_STRICT,
   KW_CONNECT_TIMEOUT,
+  KW_CIPHERS,
 } keyword;
 
 static const struct {
@@ -83,7 +85,13 @@ static const struct {
     {"userknownhostsfile", KW_KNOWN_HOSTS},
     {"stricthostkeychecking", KW_STRICT},
     {"connecttimeout", KW_CONNECT_TIMEOUT},
+    {"ciphers", KW_CIPHERS},
 };
+
+/* The ciphers that OpenSSH 9 and the SSH backend (libssh 0.10 on OpenSSL) both know. */
+#define KNOWN_CIPHERS                                                                              \
+  "chacha20-poly1305@openssh.com,aes128-gcm@openssh.com,aes256-gcm@openssh.com,aes128-ctr,"      \
+  "aes192-ctr,aes256-ctr,aes128-cbc,aes192-cbc,aes256-cbc,3des-cbc"
 
 /* How a missing or odd file is taken. */
 typedef enum open_how {
@@ -115,6 +123,7 @@ typedef struct parse {
   char *known_hosts;
   lc__strict strict;
   int connect_timeout_s;
+  char *ciphers; /* the list that Ciphers makes of LC__SSH_CIPHERS_DEFAULT */
   strv ids;
   strv names;
 } parse;
@@ -217,6 +226,7 @@ static void parse_free(parse *p) {
   free(p->user);
   free(p->proxy_jump);
   free(p->known_hosts);
+  free(p->ciphers);
   strv_clear(&p->ids);
   strv_clear(&p->names);
 }
@@ -632,6 +642,99 @@ out:
   return r;
 }
 
+/* Adds each name of the comma-separated list to a, leaving out those a has already. */
+static int strv_add_list(strv *a, const char *list) {
+  char name[64];
+  int r = 0;
+  for (const char *s = list; r == 0 && *s != '\0'; s += *s == ',') {
+    size_t n = strcspn(s, ",");
+    snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), s);
+    s += n;
+    r = strv_add_unique(a, name);
+  }
+  return r;
+}
+
+/* Whether name is one of the comma-separated list's names. */
+static bool list_has(const char *list, const char *name) {
+  size_t len = strlen(name);
+  for (const char *s = list; *s != '\0'; s += *s == ',') {
+    size_t n = strcspn(s, ",");
+    if (n == len && strncmp(s, name, n) == 0)
+      return true;
+    s += n;
+  }
+  return false;
+}
+
+/*
+ * A Ciphers value as ssh_config(5) has it, applied to LC__SSH_CIPHERS_DEFAULT (this backend's
+ * default, not ssh's): "a,b" is the list itself, "+a,b" appends to the default, "^a,b" puts a and
+ * b first, "-p,q" removes the ciphers that match the patterns p and q (* and ?). Names must be
+ * known ciphers, except after '-'. *out: the resulting list.
+ */
+static int cipher_list(parse *p, const cfile *f, const char *kw, const char *arg, char **out) {
+  char op = arg[0] == '+' || arg[0] == '-' || arg[0] == '^' ? arg[0] : '\0';
+  const char *names = op != '\0' ? arg + 1 : arg;
+  strv given = {0}, result = {0}, base = {0};
+  size_t len = 0;
+  int r = LC_EINTERNAL;
+
+  *out = NULL;
+  if (names[0] == '\0' || names[0] == ',' || names[strlen(names) - 1] == ',' ||
+      strstr(names, ",,") != NULL) {
+    r = BAD_LINE(p, f, "bad %s '%s': an empty cipher name", kw, arg);
+    goto out;
+  }
+  if ((r = strv_add_list(&given, names)) < 0 ||
+      (r = strv_add_list(&base, LC__SSH_CIPHERS_DEFAULT)) < 0)
+    goto out;
+  for (size_t i = 0; op != '-' && i < given.n; i++)
+    if (!list_has(KNOWN_CIPHERS, given.v[i])) {
+      r = BAD_LINE(p, f, "bad %s '%s': unknown cipher '%s' (known: %s)", kw, arg, given.v[i],
+                   KNOWN_CIPHERS);
+      goto out;
+    }
+  if (op == '-') {
+    for (size_t i = 0; i < base.n; i++) {
+      bool drop = false;
+      for (size_t j = 0; j < given.n && !drop; j++)
+        drop = match_pattern(base.v[i], given.v[j]);
+      if (!drop && (r = strv_add_unique(&result, base.v[i])) < 0)
+        goto out;
+    }
+  } else {
+    strv *first = op == '+' ? &base : &given, *then = op == '+' ? &given : &base;
+    for (size_t i = 0; i < first->n; i++)
+      if ((r = strv_add_unique(&result, first->v[i])) < 0)
+        goto out;
+    for (size_t i = 0; op != '\0' && i < then->n; i++)
+      if ((r = strv_add_unique(&result, then->v[i])) < 0)
+        goto out;
+  }
+  if (result.n == 0) {
+    r = BAD_LINE(p, f, "bad %s '%s': it leaves no cipher", kw, arg);
+    goto out;
+  }
+  for (size_t i = 0; i < result.n; i++)
+    len += strlen(result.v[i]) + 1;
+  if ((*out = lc__calloc(1, len)) == NULL) {
+    r = -ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; i < result.n; i++) {
+    if (i > 0)
+      strcat(*out, ",");
+    strcat(*out, result.v[i]);
+  }
+  r = 0;
+out:
+  strv_clear(&given);
+  strv_clear(&result);
+  strv_clear(&base);
+  return r;
+}
+
 /* Checks the value of a keyword used here and, where its block applies, takes it if first. */
 static int on_value(parse *p, const cfile *f, keyword id, const char *kw, char *s) {
   char *arg = NULL, *value = NULL, *more;
@@ -765,6 +868,15 @@ static int on_value(parse *p, const cfile *f, keyword id, const char *kw, char *
     if (apply && !(p->seen & SEEN_CONNECT_TIMEOUT)) {
       p->connect_timeout_s = (int)seconds;
       p->seen |= SEEN_CONNECT_TIMEOUT;
+    }
+    break;
+  case KW_CIPHERS:
+    if ((r = cipher_list(p, f, kw, arg, &value)) < 0)
+      goto out;
+    if (apply && !(p->seen & SEEN_CIPHERS)) {
+      p->ciphers = value;
+      value = NULL;
+      p->seen |= SEEN_CIPHERS;
     }
     break;
   default:
@@ -1088,6 +1200,8 @@ int lc__sshconfig_resolve(lc__ssh_host *out, const char *config_path, const char
   p.proxy_jump = NULL;
   h.strict = p.strict;
   h.connect_timeout_s = p.connect_timeout_s;
+  h.ciphers = p.ciphers;
+  p.ciphers = NULL;
   *out = h;
   memset(&h, 0, sizeof(h));
   r = 0;
@@ -1109,6 +1223,7 @@ void lc__ssh_host_clear(lc__ssh_host *h) {
   lc__strv_free(h->identity_files, h->identity_count);
   free(h->proxy_jump);
   free(h->known_hosts);
+  free(h->ciphers);
   memset(h, 0, sizeof(*h));
 }
 

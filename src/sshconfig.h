@@ -13,6 +13,16 @@ typedef enum lc__strict {
   LC__STRICT_NO,        /* accept unknown keys (changed keys are still refused) */
 } lc__strict;
 
+/*
+ * The SSH backend's ciphers, in order of preference, when the config has no Ciphers: AES-GCM
+ * first (the fastest where the CPU has AES instructions, see docs/benchmarks.md), then
+ * ChaCha20-Poly1305 (OpenSSH's first), then AES-CTR. A Ciphers value starting with +, - or ^
+ * changes this list.
+ */
+#define LC__SSH_CIPHERS_DEFAULT                                                                    \
+  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr,"      \
+  "aes256-ctr"
+
 /* Settings for one host after applying the config (first obtained value wins, like ssh). */
 typedef struct lc__ssh_host {
   char *alias;           /* the name that was asked for (host part of the spec) */
@@ -26,6 +36,7 @@ typedef struct lc__ssh_host {
   char *known_hosts;     /* first UserKnownHostsFile, expanded; NULL: ~/.ssh/known_hosts */
   lc__strict strict;     /* StrictHostKeyChecking */
   int connect_timeout_s; /* ConnectTimeout; 0 when unset */
+  char *ciphers;         /* Ciphers applied to LC__SSH_CIPHERS_DEFAULT; NULL: that default */
 } lc__ssh_host;
 
 /*

@@ -760,6 +760,7 @@ void lc__ssh_start_session(sconn *c, int fd) {
   socket_t sfd = fd;
   int zero = 0, one = 1;
   long timeout_s = (c->rt->opts.connect_timeout_ms + 999) / 1000;
+  const char *ciphers = h->ciphers != NULL ? h->ciphers : LC__SSH_CIPHERS_DEFAULT;
 
   c->state = C_HANDSHAKE;
   c->phase = "the SSH handshake";
@@ -781,12 +782,8 @@ void lc__ssh_start_session(sconn *c, int fd) {
   for (size_t i = 0; i < h->identity_count; i++)
     ssh_options_set(c->s, SSH_OPTIONS_ADD_IDENTITY, h->identity_files[i]);
   ssh_options_set(c->s, SSH_OPTIONS_NODELAY, &one);
-  ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_C_S,
-                  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,"
-                  "aes128-ctr,aes256-ctr");
-  ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_S_C,
-                  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,"
-                  "aes128-ctr,aes256-ctr");
+  ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_C_S, ciphers);
+  ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_S_C, ciphers);
   ssh_callbacks_init(&c->scb);
   c->scb.auth_function = refuse_passphrase;
   c->scb.userdata = NULL;
@@ -974,6 +971,7 @@ static sconn *extra_new(sconn *pc) {
   h->user = lc__strdup(from->user);
   h->proxy_jump = lc__strdup(from->proxy_jump);
   h->known_hosts = lc__strdup(from->known_hosts);
+  h->ciphers = lc__strdup(from->ciphers);
   h->identity_files = lc__calloc(from->identity_count + 1, sizeof(char *));
   for (size_t i = 0; h->identity_files != NULL && i < from->identity_count; i++)
     h->identity_files[i] = lc__strdup(from->identity_files[i]);

@@ -1,9 +1,9 @@
 /*
  * test_connect.c - connecting to real SSH test hosts and losing them: unknown and changed host
  * keys, a wrong and an encrypted user key, unreachable, refusing and unresolvable hosts,
- * ProxyJump over one and two hops, a host that goes silent, an sshd that dies, and a runtime
- * freed while its command runs. Every refusal is checked for its code and for a detail that names
- * the host and says why.
+ * ProxyJump over one and two hops, a host that goes silent, an sshd that dies, a runtime freed
+ * while its command runs, and a host that takes only a cipher outside the default list. Every
+ * refusal is checked for its code and for a detail that names the host and says why.
  *
  * The variant configs, known_hosts files and keys live in a mkdtemp directory made from the
  * fixture's DIR/ssh_config, DIR/known_hosts and DIR/id_ed25519. Tests that take a host down
@@ -600,6 +600,73 @@ static void test_free_runtime_while_command_runs(void) {
   LC_CHECK(wait_procs(7, "sleep 4246", 0, 10000) == 0);
 }
 
+/* ---- ciphers -------------------------------------------------------------------------------- */
+
+static char remove_ciphers_host[8192]; /* "testhosts down" of the extra instance, while it is up */
+
+static void remove_extra_hosts(void) {
+  if (remove_ciphers_host[0] != '\0' && system(remove_ciphers_host) != 0) /* NOLINT */
+    fprintf(stderr, "  %s: failed\n", remove_ciphers_host);
+  remove_ciphers_host[0] = '\0';
+}
+
+/* Connects to lab0 of the extra instance through its config with first_line put before it. */
+static int connect_extra(lc_runtime **rt, const char *dir, const char *first_line) {
+  char base[4200], cfg[4096], *text;
+  int r;
+  snprintf(base, sizeof(base), "%s/ssh_config", dir);
+  tpath(cfg, sizeof(cfg), "ciphers.conf");
+  if ((text = read_text(base)) == NULL)
+    return -ENOENT;
+  r = write_config(cfg, 0, first_line);
+  if (r == 0) {
+    FILE *f = fopen(cfg, "a");
+    r = f != NULL && fputs(text, f) >= 0 && fclose(f) == 0 ? 0 : -EIO;
+  }
+  free(text);
+  return r < 0 ? r : connect_with(rt, cfg, "lab0", LC_HOSTKEY_DEFAULT, 0, NULL);
+}
+
+/*
+ * Ciphers from the config reach the handshake. A host whose sshd takes only aes192-ctr, which is
+ * not in the backend's default list, is refused with the default (naming the host and the cipher
+ * the host offers) and reached with "Ciphers +aes192-ctr" and with "Ciphers aes192-ctr"; a list
+ * without it is refused again. The host is an extra instance, DIR-ciphers beside the fixture's.
+ */
+static void test_ciphers(void) {
+  char dir[4096], cmd[8400];
+  lc_runtime *rt = NULL;
+  int st, r;
+  snprintf(dir, sizeof(dir), "%s-ciphers", fixture);
+  snprintf(cmd, sizeof(cmd), "%s up 1 --dir %s --sshd-option 'Ciphers aes192-ctr' >/dev/null",
+           th_script(), dir);
+  snprintf(remove_ciphers_host, sizeof(remove_ciphers_host), "%s down --dir %s", th_script(), dir);
+  st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
+  LC_CHECK(st == 0);
+  if (st == 0) {
+    r = connect_extra(&rt, dir, "# the backend's default ciphers\n");
+    LC_CHECK(r < 0 && rt == NULL);
+    LC_CHECK_CONTAINS(lc_error_last(), "lab0");
+    LC_CHECK_CONTAINS(lc_error_last(), "aes192-ctr");
+    lc_runtime_free(rt);
+    rt = NULL;
+    LC_CHECK_OK(connect_extra(&rt, dir, "Ciphers +aes192-ctr\n"));
+    LC_CHECK(rt != NULL && runs_true(rt) == 0);
+    lc_runtime_free(rt);
+    rt = NULL;
+    LC_CHECK_OK(connect_extra(&rt, dir, "Ciphers aes192-ctr\n"));
+    LC_CHECK(rt != NULL && runs_true(rt) == 0);
+    lc_runtime_free(rt);
+    rt = NULL;
+    r = connect_extra(&rt, dir, "Ciphers chacha20-poly1305@openssh.com,aes256-ctr\n");
+    LC_CHECK(r < 0 && rt == NULL);
+    LC_CHECK_CONTAINS(lc_error_last(), "aes192-ctr");
+    lc_runtime_free(rt);
+  }
+  LC_CHECK(system(remove_ciphers_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_ciphers_host[0] = '\0';
+}
+
 static const lc_test_case tests[] = {
     LC_TEST(test_unknown_host_key_refused),
     LC_TEST(test_changed_host_key_refused),
@@ -613,6 +680,7 @@ static const lc_test_case tests[] = {
     LC_TEST(test_sshd_killed),
     LC_TEST(test_free_runtime_while_command_runs),
     LC_TEST(test_proxy_jump_target_refused),
+    LC_TEST(test_ciphers),
 };
 
 int main(int argc, char **argv) {
@@ -624,6 +692,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "FATAL: setup failed: %s\n", strerror(errno));
     return 2;
   }
+  atexit(remove_extra_hosts);
   r = lc_test_run(tests, NVALUES(tests), argc, argv);
   lc_engine_free(engine);
   rm_tree(tmpdir);

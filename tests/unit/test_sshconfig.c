@@ -404,6 +404,39 @@ static void test_values(void) {
   }
 }
 
+/* Ciphers: a list of its own, or the default with +, - (patterns) or ^; the first value wins. */
+static void test_ciphers(void) {
+  const char *cfg = write_file(
+      "ciphers", "Host plain\n  Ciphers aes192-ctr,chacha20-poly1305@openssh.com,aes192-ctr\n"
+                 "Host plus\n  Ciphers +aes192-ctr,aes128-ctr,3des-cbc\n"
+                 "Host minus\n  Ciphers -aes*-gcm@openssh.com,aes?28-ctr,no-such-cipher\n"
+                 "Host caret\n  Ciphers ^aes256-ctr,chacha20-poly1305@openssh.com\n"
+                 "Host firstwins\n  Ciphers=\"aes128-cbc\"\n"
+                 "Host *\n  Ciphers aes256-gcm@openssh.com\n");
+  static const struct {
+    const char *alias, *want;
+  } cases[] = {
+      {"plain", "aes192-ctr,chacha20-poly1305@openssh.com"}, /* duplicates dropped */
+      {"plus", LC__SSH_CIPHERS_DEFAULT ",aes192-ctr,3des-cbc"},
+      {"minus", "chacha20-poly1305@openssh.com,aes256-ctr"}, /* unknown patterns remove nothing */
+      {"caret", "aes256-ctr,chacha20-poly1305@openssh.com,aes128-gcm@openssh.com,"
+                "aes256-gcm@openssh.com,aes128-ctr"},
+      {"firstwins", "aes128-cbc"},
+      {"other", "aes256-gcm@openssh.com"},
+  };
+  lc__ssh_host h;
+  lc__err err;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    LC_CHECK_OK(resolve(&h, cfg, cases[i].alias, &err));
+    LC_CHECK_STR(h.ciphers, cases[i].want);
+    lc__ssh_host_clear(&h);
+  }
+  /* No Ciphers: NULL, the backend's default */
+  LC_CHECK_OK(resolve(&h, write_file("nociphers", "Host x\n  Port 2\n"), "x", &err));
+  LC_CHECK(h.ciphers == NULL);
+  lc__ssh_host_clear(&h);
+}
+
 static void test_tokens(void) {
   const char *cfg = write_file("tokens", "Host lab1\n"
                                          "  HostName %h.example.%%\n"
@@ -673,6 +706,15 @@ static void test_bad_values(void) {
       {"Match\n", 1, "Match"},
       {"IdentityFile ~no_such_user_lc/x\n", 1, "no_such_user_lc"},
       {"Include\n", 1, "Include"},
+      {"Host other\n  Ciphers aes128-gcm,aes256-ctr\n", 2, "unknown cipher 'aes128-gcm'"},
+      {"Ciphers +aes256-ctr,blowfish-cbc\n", 1, "unknown cipher 'blowfish-cbc'"},
+      {"Ciphers ^none\n", 1, "unknown cipher 'none'"},
+      {"Ciphers aes*-ctr\n", 1, "unknown cipher 'aes*-ctr'"}, /* patterns only after - */
+      {"Ciphers aes128-ctr,,aes256-ctr\n", 1, "empty cipher name"},
+      {"Ciphers +\n", 1, "empty cipher name"},
+      {"Ciphers aes128-ctr,\n", 1, "empty cipher name"},
+      {"Ciphers -*\n", 1, "leaves no cipher"},
+      {"Ciphers -aes*,chacha20*\n", 1, "leaves no cipher"},
   };
   char name[32];
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -749,7 +791,7 @@ static void test_clear(void) {
 LC_TEST_MAIN(LC_TEST(test_spec_forms), LC_TEST(test_spec_bad),
              LC_TEST(test_defaults_without_config), LC_TEST(test_default_config_file),
              LC_TEST(test_missing_file), LC_TEST(test_first_value_wins), LC_TEST(test_patterns),
-             LC_TEST(test_syntax), LC_TEST(test_values), LC_TEST(test_tokens),
+             LC_TEST(test_syntax), LC_TEST(test_values), LC_TEST(test_ciphers), LC_TEST(test_tokens),
              LC_TEST(test_tokens_percent_home), LC_TEST(test_home_from_passwd),
              LC_TEST(test_spec_overrides), LC_TEST(test_include_glob),
              LC_TEST(test_include_in_host_block), LC_TEST(test_include_depth), LC_TEST(test_match),
