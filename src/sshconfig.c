@@ -90,7 +90,7 @@ static const struct {
 
 /* The ciphers that OpenSSH 9 and the SSH backend (libssh 0.10 on OpenSSL) both know. */
 #define KNOWN_CIPHERS                                                                              \
-  "chacha20-poly1305@openssh.com,aes128-gcm@openssh.com,aes256-gcm@openssh.com,aes128-ctr,"      \
+  "chacha20-poly1305@openssh.com,aes128-gcm@openssh.com,aes256-gcm@openssh.com,aes128-ctr,"        \
   "aes192-ctr,aes256-ctr,aes128-cbc,aes192-cbc,aes256-cbc,3des-cbc"
 
 /* How a missing or odd file is taken. */

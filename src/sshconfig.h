@@ -20,7 +20,7 @@ typedef enum lc__strict {
  * changes this list.
  */
 #define LC__SSH_CIPHERS_DEFAULT                                                                    \
-  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr,"      \
+  "aes128-gcm@openssh.com,aes256-gcm@openssh.com,chacha20-poly1305@openssh.com,aes128-ctr,"        \
   "aes256-ctr"
 
 /* Settings for one host after applying the config (first obtained value wins, like ssh). */

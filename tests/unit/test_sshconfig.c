@@ -791,9 +791,9 @@ static void test_clear(void) {
 LC_TEST_MAIN(LC_TEST(test_spec_forms), LC_TEST(test_spec_bad),
              LC_TEST(test_defaults_without_config), LC_TEST(test_default_config_file),
              LC_TEST(test_missing_file), LC_TEST(test_first_value_wins), LC_TEST(test_patterns),
-             LC_TEST(test_syntax), LC_TEST(test_values), LC_TEST(test_ciphers), LC_TEST(test_tokens),
-             LC_TEST(test_tokens_percent_home), LC_TEST(test_home_from_passwd),
-             LC_TEST(test_spec_overrides), LC_TEST(test_include_glob),
-             LC_TEST(test_include_in_host_block), LC_TEST(test_include_depth), LC_TEST(test_match),
-             LC_TEST(test_bad_values), LC_TEST(test_aliases), LC_TEST(test_aliases_none),
-             LC_TEST(test_clear))
+             LC_TEST(test_syntax), LC_TEST(test_values), LC_TEST(test_ciphers),
+             LC_TEST(test_tokens), LC_TEST(test_tokens_percent_home),
+             LC_TEST(test_home_from_passwd), LC_TEST(test_spec_overrides),
+             LC_TEST(test_include_glob), LC_TEST(test_include_in_host_block),
+             LC_TEST(test_include_depth), LC_TEST(test_match), LC_TEST(test_bad_values),
+             LC_TEST(test_aliases), LC_TEST(test_aliases_none), LC_TEST(test_clear))
