@@ -4,6 +4,7 @@
  *
  *   tunnel --dir DIR --testhosts PATH --tcpbench PATH --ctl PATH [--host N] [--mib M]
  *          [--runs R] [--conns C] [--idle I] [--busy K] [--busy-seconds S] [--ssh PATH]
+ *          [--cipher NAME]
  *
  * DIR holds test hosts made by tests/support/testhosts (tests/bench/run_tunnel.sh makes them).
  * What is measured:
@@ -17,8 +18,9 @@
  * Ours is `lazyclusterctl forward` (--ctl), theirs `ssh -N`: two processes doing the same job, so
  * their RSS compare directly. The data's other end is tests/bench/tcpbench (on this machine, or
  * in the host through `testhosts exec`), and every client is a process of its own.
- * OpenSSH runs with -o Ciphers=aes128-gcm@openssh.com, the cipher our SSH backend puts first (the
- * driver script checks in sshd's log that both sides negotiated it).
+ * Both read one ssh config: DIR/ssh_config after a line "Ciphers NAME" (default
+ * aes128-gcm@openssh.com, the cipher our SSH backend puts first), written to DIR/bench_config; the
+ * driver script checks in sshd's log that both sides negotiated it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,7 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CIPHER "aes128-gcm@openssh.com"
 #define MAX_ARGS 2600
 #define MAX_RUNS 64
 
@@ -50,7 +51,7 @@ typedef struct fwd_proc {
 } fwd_proc;
 
 typedef struct bench {
-  const char *dir, *testhosts, *tcpbench, *ctl, *ssh;
+  const char *dir, *testhosts, *tcpbench, *ctl, *ssh, *cipher;
   char config[4096];
   int host;
   char alias[16], addr[64];
@@ -328,7 +329,7 @@ static stat3 summarize(const double *v, int n) {
  * options ("-L", "SPEC", ...) and waits until every forward listens.
  */
 static fwd_proc fwd_start(const bench *b, impl who, char *const *fwd_args, int nfwd_args) {
-  char **argv = calloc(MAX_ARGS, sizeof(char *)), out[8192] = "", cipher[64];
+  char **argv = calloc(MAX_ARGS, sizeof(char *)), out[8192] = "";
   const char *ready;
   int n = 0;
   fwd_proc p;
@@ -342,13 +343,10 @@ static fwd_proc fwd_start(const bench *b, impl who, char *const *fwd_args, int n
     argv[n++] = (char *)b->config;
     ready = "Ctrl-C or SIGTERM stops";
   } else {
-    snprintf(cipher, sizeof(cipher), "Ciphers=%s", CIPHER);
     argv[n++] = (char *)b->ssh;
     argv[n++] = "-F";
     argv[n++] = (char *)b->config;
     argv[n++] = "-N";
-    argv[n++] = "-o";
-    argv[n++] = cipher;
     argv[n++] = "-o";
     argv[n++] = "ExitOnForwardFailure=yes";
     argv[n++] = "-o";
@@ -631,17 +629,35 @@ static void print_machine(const bench *b, const char *load_before) {
   printf("- ours: `%s forward`, %s; theirs: `ssh -N` and sshd, %s\n", "lazyclusterctl", ctlv, sshv);
   printf("- cipher %s both ways in both; host %s (%s) is a network namespace on this machine "
          "behind a veth pair and a bridge, so all processes share the CPUs above\n",
-         CIPHER, b->alias, b->addr);
+         b->cipher, b->alias, b->addr);
   printf("- load average (1 min) before / after: %s / %s\n", load_before, load);
   printf("- %llu MiB per transfer, %d runs (median, min–max), %ld connections per rate run, "
          "%d idle forwards, %d busy connections for %.1f s\n\n",
          b->bytes >> 20, b->runs, b->conns, b->idle, b->busy, b->busy_seconds);
 }
 
+/* b->config: DIR/ssh_config after "Ciphers NAME", so that ours and ssh read the same cipher. */
+static void write_config(bench *b) {
+  char base[4200], line[4096];
+  FILE *in, *out;
+  size_t n;
+  snprintf(base, sizeof(base), "%s/ssh_config", b->dir);
+  snprintf(b->config, sizeof(b->config), "%s/bench_config", b->dir);
+  if ((in = fopen(base, "r")) == NULL || (out = fopen(b->config, "w")) == NULL)
+    die("cannot copy %s to %s", base, b->config);
+  fprintf(out, "Ciphers %s\n", b->cipher);
+  while ((n = fread(line, 1, sizeof(line), in)) > 0)
+    if (fwrite(line, 1, n, out) != n)
+      die("cannot write %s", b->config);
+  fclose(in);
+  if (fclose(out) != 0)
+    die("cannot write %s", b->config);
+}
+
 static void usage(void) {
   fprintf(stderr, "usage: tunnel --dir DIR --testhosts PATH --tcpbench PATH --ctl PATH [--host N]\n"
                   "              [--mib M] [--runs R] [--conns C] [--idle I] [--busy K]\n"
-                  "              [--busy-seconds S] [--ssh PATH]\n");
+                  "              [--busy-seconds S] [--ssh PATH] [--cipher NAME]\n");
   exit(2);
 }
 
@@ -661,7 +677,8 @@ int main(int argc, char **argv) {
              .idle = 100,
              .busy = 16,
              .busy_seconds = 4,
-             .ssh = "ssh"};
+             .ssh = "ssh",
+             .cipher = "aes128-gcm@openssh.com"};
   static double tp[NCASES][2][MAX_RUNS], cpu[NCASES][2][MAX_RUNS], direct[2][MAX_RUNS],
       cps[2][2][MAX_RUNS], cps_direct[MAX_RUNS];
   mem_result mem;
@@ -685,6 +702,8 @@ int main(int argc, char **argv) {
       b.ctl = v;
     else if (strcmp(a, "--ssh") == 0)
       b.ssh = v;
+    else if (strcmp(a, "--cipher") == 0)
+      b.cipher = v;
     else if (strcmp(a, "--host") == 0)
       b.host = (int)number(v);
     else if (strcmp(a, "--mib") == 0)
@@ -707,7 +726,7 @@ int main(int argc, char **argv) {
       b.busy < 2 || b.busy_seconds < 1)
     usage();
   signal(SIGPIPE, SIG_IGN);
-  snprintf(b.config, sizeof(b.config), "%s/ssh_config", b.dir);
+  write_config(&b);
   snprintf(b.alias, sizeof(b.alias), "lab%d", b.host);
   snprintf(path, sizeof(path), "%s/hosts.txt", b.dir);
   if ((f = fopen(path, "r")) == NULL)
