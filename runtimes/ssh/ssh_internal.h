@@ -11,7 +11,14 @@
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
 
-#define WRITE_CHUNK (256 * 1024)
+/*
+ * The data one channel packet carries to OpenSSH's sshd: its 32 KiB maximum packet for sessions
+ * and TCP channels, less the 10 bytes of header that libssh counts. libssh cuts every write into
+ * packets of this size and one for the rest: writes in whole multiples of it send no small
+ * packets, each of which costs as much CPU as a full one (padding from the DRBG, cipher calls).
+ */
+#define PACKET_DATA 32758
+#define WRITE_CHUNK (8 * PACKET_DATA)
 
 typedef struct sconn sconn;
 typedef struct schan schan;

@@ -71,7 +71,7 @@ void lc__tunnel_end(schan *k) {
 }
 
 static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  static char rbuf[64 * 1024]; /* 256 KiB reads took about 15% more CPU per GiB */
+  static char rbuf[2 * PACKET_DATA]; /* whole packets; 256 KiB reads took 15% more CPU per GiB */
   (void)h;
   (void)suggested;
   buf->base = rbuf;

@@ -21,7 +21,8 @@
  *   check N SEED       send N, read the echo, compare      "check ok N" / "check FAIL reason"
  *   pingpong SEED      one message at a time, each echoed    "pingpong ok COUNT" /
  *                      before the next: sizes around 4 KiB,  "pingpong FAIL size N: reason"
- *                      32 KiB and 256 KiB boundaries
+ *                      32 KiB, 256 KiB, one packet's data
+ *                      (32758) and 2 and 8 times that
  *   hold               send "ping", read it back ("ready"), then wait: "closed eof|reset|error"
  *   flood              write until the peer goes           "flooded BYTES"
  *   slowread C MS S    read C bytes every MS ms for S s    "slowread BYTES"
@@ -331,9 +332,10 @@ out:
 /* Request and reply: each message must come back whole before the next is sent, so data that a
  * forward held back and never delivered shows as a missing reply (a hang, ended by --timeout). */
 static void do_pingpong(int fd, uint64_t seed) {
-  static const uint64_t sizes[] = {1,     2,      4095,   4096,    4097,   32767,  32768,  32769,
-                                   65536, 131072, 262143, 262144,  262145, 266240, 524288, 1048583,
-                                   3,     262144, 17,     1000000, 4096,   1};
+  static const uint64_t sizes[] = {1,       2,      4095,   4096,   4097,    32757,  32758,  32759,
+                                   32767,   32768,  32769,  65515,  65516,   65517,  65536,  131072,
+                                   262063,  262064, 262065, 262143, 262144,  262145, 266240, 524288,
+                                   1048583, 3,      262144, 17,     1000000, 4096,   1};
   char why[256];
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
     if (echo_check(fd, sizes[i], seed + i, why, sizeof(why)) < 0) {
