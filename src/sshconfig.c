@@ -644,13 +644,13 @@ out:
 
 /* Adds each name of the comma-separated list to a, leaving out those a has already. */
 static int strv_add_list(strv *a, const char *list) {
-  char name[64];
   int r = 0;
   for (const char *s = list; r == 0 && *s != '\0'; s += *s == ',') {
     size_t n = strcspn(s, ",");
-    snprintf(name, sizeof(name), "%.*s", (int)(n < sizeof(name) ? n : sizeof(name) - 1), s);
+    char *name = lc__strndup(s, n);
+    r = name == NULL ? -ENOMEM : strv_add_unique(a, name);
+    free(name);
     s += n;
-    r = strv_add_unique(a, name);
   }
   return r;
 }

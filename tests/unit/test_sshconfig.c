@@ -715,6 +715,8 @@ static void test_bad_values(void) {
       {"Ciphers aes128-ctr,\n", 1, "empty cipher name"},
       {"Ciphers -*\n", 1, "leaves no cipher"},
       {"Ciphers -aes*,chacha20*\n", 1, "leaves no cipher"},
+      {"Ciphers aes128-ctr,aes256-ctr-and-a-name-longer-than-sixty-four-characters-of-it-all\n", 1,
+       "'aes256-ctr-and-a-name-longer-than-sixty-four-characters-of-it-all'"},
   };
   char name[32];
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
