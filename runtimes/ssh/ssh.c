@@ -675,7 +675,11 @@ static void conn_drive(sconn *c) {
     if ((r = ssh_connect(c->s)) == SSH_AGAIN)
       break;
     if (r != SSH_OK) {
-      lc__ssh_fail(c, LC_ESSH, "%s: SSH handshake failed: %s", c->where, lc__ssh_err(c));
+      const char *err = lc__ssh_err(c);
+      lc__ssh_fail(c, LC_ESSH, "%s: SSH handshake failed: %s%s", c->where, err,
+                   strstr(err, "no match for method encryption") != NULL
+                       ? " (Ciphers in the ssh config sets ours)"
+                       : "");
       return;
     }
     if (check_host_key(c) < 0)

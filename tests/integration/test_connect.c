@@ -648,6 +648,7 @@ static void test_ciphers(void) {
     LC_CHECK(r < 0 && rt == NULL);
     LC_CHECK_CONTAINS(lc_error_last(), "lab0");
     LC_CHECK_CONTAINS(lc_error_last(), "aes192-ctr");
+    LC_CHECK_CONTAINS(lc_error_last(), "Ciphers in the ssh config");
     lc_runtime_free(rt);
     rt = NULL;
     LC_CHECK_OK(connect_extra(&rt, dir, "Ciphers +aes192-ctr\n"));
