@@ -677,7 +677,7 @@ static int cipher_list(parse *p, const cfile *f, const char *kw, const char *arg
   char op = arg[0] == '+' || arg[0] == '-' || arg[0] == '^' ? arg[0] : '\0';
   const char *names = op != '\0' ? arg + 1 : arg;
   strv given = {0}, result = {0}, base = {0};
-  size_t len = 0;
+  lc__buf joined = {0};
   int r = LC_EINTERNAL;
 
   *out = NULL;
@@ -717,22 +717,26 @@ static int cipher_list(parse *p, const cfile *f, const char *kw, const char *arg
     goto out;
   }
   for (size_t i = 0; i < result.n; i++)
-    len += strlen(result.v[i]) + 1;
-  if ((*out = lc__calloc(1, len)) == NULL) {
-    r = -ENOMEM;
-    goto out;
-  }
-  for (size_t i = 0; i < result.n; i++) {
-    if (i > 0)
-      strcat(*out, ",");
-    strcat(*out, result.v[i]);
-  }
+    if ((r = lc__buf_printf(&joined, "%s%s", i > 0 ? "," : "", result.v[i])) < 0)
+      goto out;
+  *out = joined.data;
+  joined.data = NULL;
   r = 0;
 out:
+  lc__buf_free(&joined);
   strv_clear(&given);
   strv_clear(&result);
   strv_clear(&base);
   return r;
+}
+
+/* Moves *value into *field when the line applies and the keyword's bit is not yet seen. */
+static void take_first(parse *p, bool apply, unsigned bit, char **field, char **value) {
+  if (apply && !(p->seen & bit)) {
+    *field = *value;
+    *value = NULL;
+    p->seen |= bit;
+  }
 }
 
 /* Checks the value of a keyword used here and, where its block applies, takes it if first. */
@@ -835,11 +839,7 @@ static int on_value(parse *p, const cfile *f, keyword id, const char *kw, char *
       r = -ENOMEM;
       goto out;
     }
-    if (apply && !(p->seen & SEEN_KNOWN_HOSTS)) {
-      p->known_hosts = value;
-      value = NULL;
-      p->seen |= SEEN_KNOWN_HOSTS;
-    }
+    take_first(p, apply, SEEN_KNOWN_HOSTS, &p->known_hosts, &value);
     break;
   case KW_STRICT:
     if (strcasecmp(arg, "yes") == 0 || strcasecmp(arg, "true") == 0 ||
@@ -873,11 +873,7 @@ static int on_value(parse *p, const cfile *f, keyword id, const char *kw, char *
   case KW_CIPHERS:
     if ((r = cipher_list(p, f, kw, arg, &value)) < 0)
       goto out;
-    if (apply && !(p->seen & SEEN_CIPHERS)) {
-      p->ciphers = value;
-      value = NULL;
-      p->seen |= SEEN_CIPHERS;
-    }
+    take_first(p, apply, SEEN_CIPHERS, &p->ciphers, &value);
     break;
   default:
     break;

@@ -638,7 +638,7 @@ static void print_machine(const bench *b, const char *load_before) {
 
 /* b->config: DIR/ssh_config after "Ciphers NAME", so that ours and ssh read the same cipher. */
 static void write_config(bench *b) {
-  char base[4200], line[4096];
+  char base[4200], chunk[4096];
   FILE *in, *out;
   size_t n;
   snprintf(base, sizeof(base), "%s/ssh_config", b->dir);
@@ -646,8 +646,8 @@ static void write_config(bench *b) {
   if ((in = fopen(base, "r")) == NULL || (out = fopen(b->config, "w")) == NULL)
     die("cannot copy %s to %s", base, b->config);
   fprintf(out, "Ciphers %s\n", b->cipher);
-  while ((n = fread(line, 1, sizeof(line), in)) > 0)
-    if (fwrite(line, 1, n, out) != n)
+  while ((n = fread(chunk, 1, sizeof(chunk), in)) > 0)
+    if (fwrite(chunk, 1, n, out) != n)
       die("cannot write %s", b->config);
   fclose(in);
   if (fclose(out) != 0)

@@ -612,17 +612,15 @@ static void remove_extra_hosts(void) {
 
 /* Connects to lab0 of the extra instance through its config with first_line put before it. */
 static int connect_extra(lc_runtime **rt, const char *dir, const char *first_line) {
-  char base[4200], cfg[4096], *text;
-  int r;
+  char base[4200], cfg[4096], *text, *all = NULL;
+  int r = -ENOMEM;
   snprintf(base, sizeof(base), "%s/ssh_config", dir);
   tpath(cfg, sizeof(cfg), "ciphers.conf");
   if ((text = read_text(base)) == NULL)
     return -ENOENT;
-  r = write_config(cfg, 0, first_line);
-  if (r == 0) {
-    FILE *f = fopen(cfg, "a");
-    r = f != NULL && fputs(text, f) >= 0 && fclose(f) == 0 ? 0 : -EIO;
-  }
+  if (asprintf(&all, "%s%s", first_line, text) >= 0)
+    r = write_text(cfg, all);
+  free(all);
   free(text);
   return r < 0 ? r : connect_with(rt, cfg, "lab0", LC_HOSTKEY_DEFAULT, 0, NULL);
 }
