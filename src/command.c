@@ -1,7 +1,7 @@
 /*
- * command.c - the shell text a host runs: the lifeline wrapper around a user's command, and the
- * small scripts behind file transfers and working directories. Every value is single-quoted, so a
- * host's login shell passes it through untouched (a POSIX login shell is assumed: sh, bash, zsh).
+ * command.c - the shell text a host runs: the command line every login shell runs alike, the
+ * lifeline wrapper around a user's command, and the small scripts behind file transfers and
+ * working directories. The scripts run in /bin/sh and reach it through the channel's stdin.
  */
 #include "runtime_internal.h"
 
@@ -10,40 +10,52 @@
 #include <string.h>
 
 /*
- * The lifeline: runs "$3" in its own process group, with stdin as a control line: "h" =
- * heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group, $2 tenths of a second of grace,
- * then SIGKILL. With $1 > 0, $1 seconds without a heartbeat also stop it. Processes that left the
- * group (setsid, double fork) are found by the LC_LIFELINE variable they inherited and ended with
- * it, also when the command exits by itself. After that, $4 (when not empty) runs: cleanup that
- * must happen however the command ended. The wrapper exits as the command did; a command ended by
- * a signal is reported as that signal.
+ * How a command reaches a host. sshd hands the command line to the user's login shell, which may
+ * be bash, dash, zsh, ksh, ash, fish, tcsh or csh, and whose rc files may print text. So the line
+ * is one that every such shell runs alike, and that shows in `ps` as what it is:
  *
- * Every command pays for this text, and a cluster start runs a hundred of them at once, so it
- * forks little and execs nothing of its own where it can. Under bash (the login shell of most
- * hosts: the composed command then runs the text in that shell, without exec'ing another) the
- * command's group comes from job control (set -m: no tty needed, and the group exists as soon as
- * the job is started), and the heartbeat limit is the reader's own `read -t`: two forks in all.
- * Under any other shell it runs in /bin/sh, where the group takes an exec of setsid and the
- * heartbeat limit a watchdog subshell ticking with sleep 1, heartbeats reaching it as SIGUSR1.
+ *     exec /bin/sh -s lc-lifeline HOST LABEL
+ *
+ * and everything else, the script with its values (working directory, environment, the command),
+ * goes into the channel's stdin, never into a command line. The script's first act is to print
+ * LC__COMMAND_MARK on stdout and stderr: what comes before it is the rc files' noise, and is
+ * dropped (runtime.c). Until the mark arrives on stdout nothing but the script is written into
+ * stdin, because sh reads its script in blocks and would swallow data that followed it; the
+ * script is one compound command that ends in `exit`, so sh has read all of it before it runs,
+ * and never reads stdin again itself.
+ */
+
+/*
+ * The lifeline, in POSIX sh (dash on Debian): runs $c in its own process group (setsid), with
+ * stdin as a control line: "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group,
+ * $g tenths of a second of grace, then SIGKILL. With $hb > 0, $hb seconds without a heartbeat
+ * also stop it. Processes that left the group (setsid, double fork) are found by the LC_LIFELINE
+ * variable they inherited and ended with it, also when the command exits by itself. After that, $x
+ * (when not empty) runs: cleanup that must happen however the command ended. The wrapper exits
+ * as the command did; a command ended by a signal is reported as that signal.
+ *
+ * Nothing waits busily: the reader blocks in `read`, the watchdog in `wait` on one `sleep` per
+ * third of the limit (a heartbeat, SIGUSR1 from the reader, resets its count), the wrapper in
+ * `wait` on the command. A stop that comes before setsid made the group reaches the process
+ * itself. The watchdog's sleep is ended with SIGKILL: a SIGTERM that came between its fork and
+ * its exec would be taken by the shell's inherited trap and lost.
+ *
  * The sweep for processes that left the group reads only the PIDs made since the wrapper started,
- * when that range is known to be complete (below), instead of every process's environ on the host.
+ * when that range is known to be complete (below), instead of every process's environ on the
+ * host. The variables set before this text: hb g x c, and the exports in setup().
  */
 static const char lifeline_sh[] =
-    "hb=$1; g=$2; c=$3; x=$4\n"
     "exec 3<&0 </dev/null\n"
-    "read -r t _ </proc/uptime 2>/dev/null || t=\n"
+    "read -r t _ </proc/uptime || t=\n"
     "case $t in *.[0-9][0-9]) ;; *) t= ;; esac; case $t in 0*) t= ;; esac\n"
-    "if [ -n \"${BASH_VERSION-}\" ]; then\n"
-    /* a login shell's rc file may have set these */
-    "  set +eu; set -m; LC_LIFELINE=$$ /bin/sh -c \"$c\" 3<&- & p=$!; set +m\n"
-    "else\n"
-    "  LC_LIFELINE=$$ setsid /bin/sh -c \"$c\" 3<&- & p=$!\n"
-    "fi\n"
+    "for S in /usr/bin/setsid /bin/setsid setsid; do [ -x \"$S\" ] && break; done\n"
+    "{ setup; export LC_LIFELINE=$$; exec \"$S\" /bin/sh -c \"$c\"; } 3<&- &\n"
+    "p=$!\n"
     /* not the command's: ignored here, so that a heartbeat that comes before the watchdog set its
      * trap cannot end it (or the reader) */
     "trap '' USR1\n"
-    /* the wrapper itself writes nothing: a shell's job message into a channel the host already
-     * closed would kill it with SIGPIPE before it ends the group and its watchdog */
+    /* the wrapper itself writes nothing: a message into a channel the host already closed would
+     * kill it with SIGPIPE before it ends the group and its watchdog */
     "exec >/dev/null 2>&1\n"
     /*
      * sweep SIG: processes that left the group (setsid, daemons) still carry LC_LIFELINE. They
@@ -52,10 +64,9 @@ static const char lifeline_sh[] =
      * kernel's smallest default pid_max, 32768, less the 300 it skips), and fork and exit each
      * hold the kernel's task list lock for writing, so no host makes 250000 a second. So when the
      * last PID is above $$, at most 4096 further, and less than 32468 / 250000 s (12
-     * hundredths) passed since the start, only those PIDs are read, and a short command that
-     * left nothing behind costs no grep at all. The reader, the watchdog and the watchdog's sleep
-     * (its parent, field 4 of /proc/PID/stat) are ours and carry no LC_LIFELINE: left out. Anything
-     * else reads every process.
+     * hundredths) passed since the start, only those PIDs whose environ this user may read are
+     * looked at, and a command that left nothing behind costs no grep at all (the reader, the
+     * watchdog and its sleep are reaped before the last sweep). Anything else reads every process.
      */
     "sweep() {\n"
     "  z=1; l=\n"
@@ -64,8 +75,7 @@ static const char lifeline_sh[] =
     "     [ \"$e\" -ge $$ ] && [ $((e - $$)) -le 4096 ]; then\n"
     "    q=$$\n"
     "    while [ \"$q\" -lt \"$e\" ]; do q=$((q+1))\n"
-    "      [ \"$q\" != \"$r\" ] && [ \"$q\" != \"$w\" ] && read -r v </proc/$q/stat &&\n"
-    "        v=${v##*) } && v=${v#* } && [ \"${v%% *}\" != \"$w\" ] && l=\"$l /proc/$q/environ\"\n"
+    "      [ -r /proc/$q/environ ] && l=\"$l /proc/$q/environ\"\n"
     "    done\n"
     "  else l='/proc/[0-9]*/environ'; fi\n"
     "  [ -n \"$l\" ] || return 1\n"
@@ -76,7 +86,7 @@ static const char lifeline_sh[] =
     "}\n"
     /* the grace period and the SIGKILLs only when something was still there */
     "end() {\n"
-    "  kill -TERM -\"$p\"; a=$?; sweep TERM; b=$?\n"
+    "  kill -TERM -\"$p\" || kill -TERM \"$p\"; a=$?; sweep TERM; b=$?\n"
     "  if [ \"$a\" = 0 ] || [ \"$b\" = 0 ]; then\n"
     "    i=0\n"
     "    while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\"; do sleep 0.1; i=$((i+1)); done\n"
@@ -86,32 +96,27 @@ static const char lifeline_sh[] =
     "  return 0\n"
     "}\n"
     "w=\n"
-    "if [ -n \"${BASH_VERSION-}\" ]; then\n"
-    "  o=; [ \"$hb\" -gt 0 ] && o=\"-t $hb\"\n"
-    "  ( while IFS= read -r $o l <&3; do [ \"$l\" = s ] && break; done; end ) &\n"
-    "else\n"
-    /* the watchdog: one second a tick, a heartbeat (USR1) starts the count again; its sleep dies
-     * with it, so nothing lingers after the command */
-    "  if [ \"$hb\" -gt 0 ]; then\n"
-    "    ( trap 'n=0' USR1; trap 'kill $s; wait $s; exit 0' TERM; n=0\n"
-    "      while [ \"$n\" -le \"$hb\" ]; do sleep 1 & s=$!\n"
-    "        while ! wait $s && kill -0 $s; do :; done; s=; n=$((n+1)); done; end ) 3<&- &\n"
-    "    w=$!\n"
-    "  fi\n"
-    /* its own group exists only once setsid ran: until then a stop could not reach it */
-    "  while kill -0 \"$p\" && ! kill -0 -\"$p\"; do :; done\n"
-    "  ( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -z \"$w\" ] || kill -USR1 $w;"
-    " done; end ) &\n"
+    "if [ \"$hb\" -gt 0 ]; then\n"
+    /* the watchdog: a sleep of P = a third of the limit (whole seconds, rounded up) at a time; the
+     * fourth end of one with no heartbeat since ends the group, after more than 3P >= hb and at
+     * most 4P seconds of silence. $! is the command's pid until the first sleep is forked. */
+    "  ( trap 'n=0; i=1' USR1\n"
+    "    trap '[ \"$!\" = \"$p\" ] || { kill -9 $!; wait $!; }; exit 0' TERM\n"
+    "    n=0\n"
+    "    while :; do sleep $(( (hb + 2) / 3 )) &\n"
+    "      i=1; while [ \"$i\" = 1 ]; do i=0; wait $!; done\n"
+    "      n=$((n+1)); [ \"$n\" -gt 3 ] && break\n"
+    "    done; end ) 3<&- &\n"
+    "  w=$!\n"
     "fi\n"
+    "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -z \"$w\" ] || kill -USR1 $w;"
+    " done; end ) &\n"
     "r=$!\n"
     /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
     "quit() { kill $r $w; end; exit \"$1\"; }\n"
     "trap 'quit 129' HUP; trap 'quit 130' INT; trap 'quit 143' TERM\n"
     "wait \"$p\"; s=$?\n"
-    /* the watchdog is not waited for: a TERM that comes as it starts waiting for its sleep
-     * takes effect only when that sleep ends (up to a second); its sleep is left out of the
-     * sweep by its parent instead */
-    "kill $r $w; wait $r\n"
+    "kill $r $w; wait $r $w\n"
     "end\n"
     "if [ \"$s\" -gt 128 ]; then n=$(kill -l \"$s\") && { trap - \"$n\"; kill -s \"$n\" $$; }; fi\n"
     "exit \"$s\"\n";
@@ -139,51 +144,77 @@ static int append_path(lc__buf *b, const char *path) {
   return lc__buf_shell_quote(b, path);
 }
 
-int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,
-                        int heartbeat_s, int grace_ms, const char *cleanup, lc__err *err) {
-  lc__buf inner = {0};
+/* Appends a word for the command line that every login shell passes through as it is: anything
+ * but letters, digits and ._- becomes _ (it is only a name in the host's process list). */
+static int append_word(lc__buf *b, const char *s) {
   int r = 0;
+  if ((r = lc__buf_puts(b, " ")) < 0)
+    return r;
+  for (size_t i = 0; s[i] != '\0' && i < 64 && r >= 0; i++) {
+    char c = s[i];
+    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '_' || c == '-';
+    r = lc__buf_append(b, ok ? &c : "_", 1);
+  }
+  return r;
+}
 
+/* setup(): the working directory and the environment, for the command alone. */
+static int append_setup(lc__buf *b, const lc_exec_options *opts, lc__err *err) {
+  int r;
+  if ((r = lc__buf_puts(b, "setup() {\n:\n")) < 0)
+    return r;
   if (opts != NULL && opts->cwd != NULL && opts->cwd[0] != '\0') {
-    if ((r = lc__buf_puts(&inner, "cd -- ")) < 0 || (r = append_path(&inner, opts->cwd)) < 0 ||
-        (r = lc__buf_puts(&inner, " || exit 126\n")) < 0)
-      goto out;
+    if ((r = lc__buf_puts(b, "cd -- ")) < 0 || (r = append_path(b, opts->cwd)) < 0 ||
+        (r = lc__buf_puts(b, " || exit 126\n")) < 0)
+      return r;
   }
   for (const char *const *e = opts ? opts->env : NULL; e != NULL && *e != NULL; e++) {
     const char *eq = strchr(*e, '=');
-    if (eq == NULL || !valid_env_name(*e, (size_t)(eq - *e))) {
-      r = lc__err_set(err, -EINVAL,
-                      "bad environment entry \"%s\": want NAME=VALUE with NAME made "
-                      "of letters, digits and _",
-                      *e);
-      goto out;
-    }
-    if ((r = lc__buf_puts(&inner, "export ")) < 0 ||
-        (r = lc__buf_append(&inner, *e, (size_t)(eq - *e) + 1)) < 0 ||
-        (r = lc__buf_shell_quote(&inner, eq + 1)) < 0 || (r = lc__buf_puts(&inner, "\n")) < 0)
-      goto out;
+    if (eq == NULL || !valid_env_name(*e, (size_t)(eq - *e)))
+      return lc__err_set(err, -EINVAL,
+                         "bad environment entry \"%s\": want NAME=VALUE with NAME made "
+                         "of letters, digits and _",
+                         *e);
+    if ((r = lc__buf_puts(b, "export ")) < 0 ||
+        (r = lc__buf_append(b, *e, (size_t)(eq - *e) + 1)) < 0 ||
+        (r = lc__buf_shell_quote(b, eq + 1)) < 0 || (r = lc__buf_puts(b, "\n")) < 0)
+      return r;
   }
-  if ((r = lc__buf_append(&inner, command, strlen(command))) < 0)
-    goto out;
+  return lc__buf_puts(b, "}\n");
+}
 
+int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
+                        const lc_exec_options *opts, int heartbeat_s, int grace_ms,
+                        const char *cleanup, const char *host, lc__err *err) {
+  const char *label = opts != NULL && opts->version >= 2 ? opts->label : NULL;
+  int r;
+
+  if ((r = lc__buf_puts(line, heartbeat_s >= 0 ? "exec /bin/sh -s lc-lifeline"
+                                               : "exec /bin/sh -s lc-run")) < 0 ||
+      (r = append_word(line, host != NULL && host[0] != '\0' ? host : "host")) < 0 ||
+      (label != NULL && label[0] != '\0' && (r = append_word(line, label)) < 0))
+    goto out;
+  /* one compound command, read whole before it runs; the mark first */
+  if ((r = lc__buf_puts(script, "{\nprintf '" LC__COMMAND_MARK_SH "'; printf '" LC__COMMAND_MARK_SH
+                                "' >&2\n")) < 0 ||
+      (r = append_setup(script, opts, err)) < 0)
+    goto out;
   if (heartbeat_s >= 0) {
-    /* the lifeline runs in the login shell when that is bash, else in a /bin/sh of its own */
-    if ((r = lc__buf_printf(out, "set -- %d %d ", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
-        (r = lc__buf_shell_quote(out, inner.data)) < 0 ||
-        (cleanup != NULL &&
-         ((r = lc__buf_puts(out, " ")) < 0 || (r = lc__buf_shell_quote(out, cleanup)) < 0)) ||
-        (r = lc__buf_puts(out, "\nL=")) < 0 || (r = lc__buf_shell_quote(out, lifeline_sh)) < 0 ||
-        (r = lc__buf_puts(out, "\nif [ -n \"${BASH_VERSION-}\" ]; then eval \"$L\"; "
-                               "else exec /bin/sh -c \"$L\" lc-lifeline \"$@\"; fi\n")) < 0)
+    if ((r = lc__buf_printf(script, "hb=%d g=%d x=", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
+        (r = lc__buf_shell_quote(script, cleanup != NULL ? cleanup : "")) < 0 ||
+        (r = lc__buf_puts(script, " c=")) < 0 || (r = lc__buf_shell_quote(script, command)) < 0 ||
+        (r = lc__buf_puts(script, "\n")) < 0 || (r = lc__buf_puts(script, lifeline_sh)) < 0)
       goto out;
-  } else if ((r = lc__buf_puts(out, "exec /bin/sh -c ")) < 0 ||
-             (r = lc__buf_shell_quote(out, inner.data)) < 0) {
+  } else if ((r = lc__buf_puts(script, "setup\neval ")) < 0 ||
+             (r = lc__buf_shell_quote(script, command)) < 0 ||
+             (r = lc__buf_puts(script, "\nexit\n")) < 0) {
     goto out;
   }
+  r = lc__buf_puts(script, "}\n");
 out:
   if (r == -ENOMEM)
     lc__err_set(err, r, "out of memory");
-  lc__buf_free(&inner);
   return r;
 }
 

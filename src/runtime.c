@@ -302,6 +302,7 @@ static void proc_unref(lc_process *p) {
   free(p->host);
   free(p->command);
   lc__buf_free(&p->in);
+  lc__buf_free(&p->noise);
   lc__buf_free(&p->lines[0].buf);
   lc__buf_free(&p->lines[1].buf);
   lc__buf_free(&p->err_tail);
@@ -322,9 +323,41 @@ static void deliver_line(lc_process *p, lc_stream stream, const char *line, size
     p->on_line(line, len, stream, p->payload);
 }
 
+#define MARK_LEN (sizeof(LC__COMMAND_MARK) - 1)
+#define NOISE_MAX 2048
+
+/* Consumes the bytes before the stream's mark and the mark itself: the number taken. */
+static size_t take_noise(lc_process *p, int s, const char *data, size_t len) {
+  size_t i = 0;
+  while (i < len && p->mark_at[s] < MARK_LEN) {
+    char c = data[i++];
+    if (c == LC__COMMAND_MARK[p->mark_at[s]]) {
+      p->mark_at[s]++;
+    } else {
+      if (p->noise.len < NOISE_MAX)
+        lc__buf_append(&p->noise, LC__COMMAND_MARK, p->mark_at[s]);
+      p->mark_at[s] = c == LC__COMMAND_MARK[0];
+      if (!p->mark_at[s] && p->noise.len < NOISE_MAX)
+        lc__buf_append(&p->noise, &c, 1);
+    }
+  }
+  if (p->mark_at[s] == MARK_LEN) {
+    p->mark_at[s]++;
+    if (s == LC_STDOUT)
+      p->go = 1;
+  }
+  return i;
+}
+
 void lc__proc_data(lc_process *p, lc_stream stream, const char *data, size_t len) {
   lc__buf *b = &p->lines[stream == LC_STDERR].buf;
   size_t start = 0;
+
+  if (p->mark_at[stream == LC_STDERR] <= MARK_LEN) {
+    size_t n = take_noise(p, stream == LC_STDERR, data, len);
+    data += n;
+    len -= n;
+  }
 
   if (stream == LC_STDOUT && p->out_fd >= 0) {
     while (len > 0 && p->err.code == 0) {
@@ -367,6 +400,29 @@ void lc__proc_exit(lc_process *p, int status, int signal) {
   p->result.signal = signal;
 }
 
+/* The login shell ended without running the script: say what it printed, in one line. */
+static void not_started(lc_process *p) {
+  char what[512];
+  size_t n = 0;
+  for (size_t i = 0; i < p->noise.len && n < sizeof(what) - 4; i++) {
+    unsigned char c = (unsigned char)p->noise.data[i];
+    if (c == '\n' || c == '\r' || c == '\t')
+      c = ' ';
+    if (c < 32 || c == 127)
+      continue;
+    if (c == ' ' && (n == 0 || what[n - 1] == ' '))
+      continue;
+    what[n++] = (char)c;
+  }
+  while (n > 0 && what[n - 1] == ' ')
+    n--;
+  what[n] = '\0';
+  lc__err_set(&p->err, LC_EREMOTE, "%s: the login shell did not run the command (%s %d)%s%s%s",
+              p->host, p->result.signal ? "signal" : "exit status",
+              p->result.signal ? p->result.signal : p->result.exit_status, n ? ": it said \"" : "",
+              what, n ? "\"" : "");
+}
+
 void lc__proc_closed(lc_process *p, const lc__err *err) {
   lc_runtime *rt = p->rt;
   if (p->finished)
@@ -390,9 +446,13 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
   lc__engine_lock(p->engine);
   if (err != NULL && err->code < 0 && p->err.code == 0)
     p->err = *err;
+  else if (p->err.code == 0 && p->exited && p->mark_at[0] <= MARK_LEN)
+    not_started(p);
   else if (p->err.code == 0 && !p->exited)
-    lc__err_set(&p->err, LC_ECLOSED, "%s: the channel closed before the command reported how it "
-                                     "ended", rt ? rt->name : "host");
+    lc__err_set(&p->err, LC_ECLOSED,
+                "%s: the channel closed before the command reported how it "
+                "ended",
+                rt ? rt->name : "host");
   p->finished = 1;
   p->on_line = NULL;
   lc__engine_broadcast(p->engine);
@@ -405,6 +465,10 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
 }
 
 size_t lc__proc_in_peek(lc_process *p, const char **data) {
+  if (!p->go) { /* the script alone, until the host's sh has read it */
+    *data = p->in.data;
+    return p->in.len < p->in_gate ? p->in.len : p->in_gate;
+  }
   if (p->in.len > 0) {
     *data = p->in.data;
     return p->in.len;
@@ -441,6 +505,8 @@ size_t lc__proc_in_peek(lc_process *p, const char **data) {
 }
 
 void lc__proc_in_consume(lc_process *p, size_t n) {
+  if (!p->go)
+    p->in_gate -= n;
   if (p->in.len > 0) {
     lc__buf_consume(&p->in, n);
   } else {
@@ -450,8 +516,14 @@ void lc__proc_in_consume(lc_process *p, size_t n) {
 }
 
 int lc__proc_in_eof_due(const lc_process *p) {
-  return p->in_eof && !p->in_eof_sent && p->in.len == 0 && p->in_mem_left == 0 &&
+  return p->go && p->in_eof && !p->in_eof_sent && p->in.len == 0 && p->in_mem_left == 0 &&
          (p->in_fd < 0 || p->in_left == 0);
+}
+
+int lc__proc_in_pending(const lc_process *p) {
+  if (!p->go)
+    return p->in_gate > 0 && p->in.len > 0;
+  return p->in.len > 0 || p->in_mem_left > 0 || (p->in_fd >= 0 && p->in_left > 0);
 }
 
 typedef struct {
@@ -507,35 +579,35 @@ static void free_fn(lc__call *c) {
   lc__call_done(c, 0);
 }
 
-int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
-                 const lc_exec_options *opts, int lifeline, const char *cleanup) {
+int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
+                 int lifeline, const char *cleanup) {
   lc_process *p = NULL;
-  lc__buf cmd = {0};
+  lc__buf cmd = {0}, script = {0};
   lc__err err = {0};
   int r;
 
   *out = NULL;
   if (rt == NULL || command == NULL)
     return lc__error_set(-EINVAL, "exec: no runtime or no command given");
-  if ((r = lc__command_compose(&cmd, command, opts,
+  if ((r = lc__command_compose(&cmd, &script, command, opts,
                                lifeline ? (rt->opts.heartbeat_timeout_ms + 999) / 1000 : -1,
-                               rt->opts.kill_grace_ms, cleanup, &err)) < 0) {
+                               rt->opts.kill_grace_ms, cleanup, rt->name, &err)) < 0) {
     lc__buf_free(&cmd);
+    lc__buf_free(&script);
     return lc__err_raise(&err);
   }
-  if ((p = lc__calloc(1, sizeof(*p))) == NULL) {
-    lc__buf_free(&cmd);
-    return lc__error_set(-ENOMEM, "out of memory");
-  }
-  if ((p->host = lc__strdup(rt->name)) == NULL) {
+  if ((p = lc__calloc(1, sizeof(*p))) == NULL || (p->host = lc__strdup(rt->name)) == NULL) {
     free(p);
     lc__buf_free(&cmd);
+    lc__buf_free(&script);
     return lc__error_set(-ENOMEM, "out of memory");
   }
   p->rt = rt;
   p->engine = rt->engine;
   p->grace_ms = rt->opts.kill_grace_ms;
   p->command = cmd.data;
+  p->in = script;
+  p->in_gate = script.len;
   p->lifeline = lifeline;
   p->refs = 2;
   p->in_fd = -1;
@@ -675,8 +747,11 @@ int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const cha
   p->in_eof = 1;
   p->xfer = kind;
   p->xfer_dest = lc__strdup(kind == LC__XFER_GET ? local : remote);
-  p->xfer_what = lc__sprintf("%s %s", kind == LC__XFER_GET ? "fetching" : kind == LC__XFER_SEND ?
-                             "sending to" : "writing", remote);
+  p->xfer_what = lc__sprintf("%s %s",
+                             kind == LC__XFER_GET    ? "fetching"
+                             : kind == LC__XFER_SEND ? "sending to"
+                                                     : "writing",
+                             remote);
   if (kind == LC__XFER_SEND) {
     p->in_fd = fd;
     p->in_left = (uint64_t)st.st_size;

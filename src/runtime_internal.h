@@ -30,12 +30,15 @@ struct lc_process {
   int grace_ms;
   lc_process *next, *prev;  /* the runtime's live processes */
   void *backend;
-  char *command;            /* the whole command line given to the host's sh */
+  char *command;            /* the line the host's login shell runs (command.c) */
   int lifeline;             /* receives heartbeats and stop requests on stdin */
   int refs;                 /* engine thread only: the engine's and the owner's */
 
-  /* stdin: control lines, then borrowed memory, then a local file, then EOF when in_eof is set */
+  /* stdin: the script and control lines, then borrowed memory, then a local file, then EOF when
+   * in_eof is set; until the mark came on stdout (go), only in_gate more bytes of `in` */
   lc__buf in;
+  size_t in_gate;
+  int go;
   const char *in_mem;
   size_t in_mem_left;
   int in_fd;
@@ -43,7 +46,9 @@ struct lc_process {
   int in_eof;               /* send EOF once everything above is written */
   int in_eof_sent;
 
-  /* output */
+  /* output: each stream's bytes before the mark are the login shell's (noise, kept for errors) */
+  unsigned char mark_at[2]; /* bytes of the mark matched so far; past its length: marked */
+  lc__buf noise;
   lc_line_cb on_line;
   void *payload;
   lc__lines lines[2];
@@ -100,7 +105,9 @@ struct lc__backend_ops {
   const char *name;
   /* Connects; ends with lc__runtime_connected(rt, code, err). */
   void (*connect)(lc_runtime *rt);
-  /* Starts `/bin/sh -c p->command` (argv-free). Errors later go through lc__proc_closed. */
+  /* Starts p->command as the user's login shell would (`/bin/sh -c` locally), its stdin
+   * from lc__proc_in_peek; after each lc__proc_data it writes stdin again (the mark may have
+   * let more of it go). Errors later go through lc__proc_closed. */
   void (*proc_start)(lc_process *p);
   /* p has more stdin (or an EOF) to write. */
   void (*proc_kick)(lc_process *p);
@@ -179,6 +186,8 @@ size_t lc__proc_in_peek(lc_process *p, const char **data);
 void lc__proc_in_consume(lc_process *p, size_t n);
 /* Non-zero when all stdin is written and EOF should be sent now. */
 int lc__proc_in_eof_due(const lc_process *p);
+/* Non-zero when p has stdin that may be written now. */
+int lc__proc_in_pending(const lc_process *p);
 
 /* forward.c, for backends */
 void lc__forward_ready(lc_forward *f, const lc__err *err);
@@ -216,10 +225,17 @@ int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port
 lc_engine *lc__group_engine(const lc_group *g);
 lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
-/* command.c: composing what a host's sh runs. */
-/* heartbeat_s < 0: no lifeline; cleanup (NULL for none) runs after a lifeline ends its group. */
-int lc__command_compose(lc__buf *out, const char *command, const lc_exec_options *opts,
-                        int heartbeat_s, int grace_ms, const char *cleanup, lc__err *err);
+/* command.c: composing what a host runs. */
+/* What a script prints first on stdout and on stderr: the output before it is the login shell's
+ * rc files' (dropped), and stdin past the script is held back until it arrives on stdout. */
+#define LC__COMMAND_MARK "\036lc\n"
+#define LC__COMMAND_MARK_SH "\\036lc\\n" /* the same, for sh's printf */
+/* line: what the login shell runs (`exec /bin/sh -s lc-lifeline HOST LABEL`), the same in every
+ * shell and free of values; script: what goes first into stdin. heartbeat_s < 0: no lifeline;
+ * cleanup (NULL for none) runs after a lifeline ends its group. */
+int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
+                        const lc_exec_options *opts, int heartbeat_s, int grace_ms,
+                        const char *cleanup, const char *host, lc__err *err);
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
 int lc__command_get_file(lc__buf *out, const char *path);
 /* Makes working directory NAME under root and prints its path; unless keep, it then stays (the

@@ -91,7 +91,7 @@ typedef enum lc_stream { LC_STDOUT = 1, LC_STDERR = 2 } lc_stream;
  */
 typedef void (*lc_line_cb)(const char *line, size_t len, lc_stream stream, void *payload);
 
-#define LC_EXEC_OPTIONS_VERSION 1
+#define LC_EXEC_OPTIONS_VERSION 2
 
 /** Options of one command. A zero field means the default. */
 typedef struct lc_exec_options {
@@ -105,6 +105,13 @@ typedef struct lc_exec_options {
   void *payload;
   /** lc_runtime_exec only: end the command after this many ms (-ETIMEDOUT); 0 means no limit. */
   int timeout_ms;
+  /**
+   * Version 2. A short name for the process, shown in the host's process list after the host's
+   * name (`/bin/sh -s lc-lifeline lab3 worker-5`); characters other than letters, digits and
+   * `._-` show as `_`. NULL: none. No value ever travels in a command line: the working
+   * directory, the environment and the command reach the host through the channel.
+   */
+  const char *label;
 } lc_exec_options;
 
 #define LC_EXEC_OPTIONS_INIT {.version = LC_EXEC_OPTIONS_VERSION}

@@ -1,6 +1,7 @@
 /*
  * local.c - the runtime backend for this machine: each process is `/bin/sh -c COMMAND` started
- * with uv_spawn, its stdin a pipe (the lifeline's control line), stdout and stderr pipes. No sshd
+ * with uv_spawn, its stdin a pipe (the script, then the lifeline's control line), stdout and
+ * stderr pipes. No sshd
  * needed. Commands start in $HOME, as they would over SSH.
  */
 #include "../../src/runtime_internal.h"
@@ -58,12 +59,16 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = sizeof(rbuf);
 }
 
+static void kick(lproc *lp);
+
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
   lproc *lp = ((uv_handle_t *)s)->data;
   lc_stream stream = s == (uv_stream_t *)&lp->out ? LC_STDOUT : LC_STDERR;
   if (n > 0) {
-    if (lp->p != NULL)
+    if (lp->p != NULL) {
       lc__proc_data(lp->p, stream, buf->base, (size_t)n);
+      kick(lp); /* the mark lets the rest of stdin go */
+    }
     return;
   }
   if (n == 0)
@@ -82,8 +87,6 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int signal) {
   close_handle((uv_handle_t *)h);
   maybe_finish(lp);
 }
-
-static void kick(lproc *lp);
 
 static void on_written(uv_write_t *req, int status) {
   lproc *lp = req->data;
@@ -198,7 +201,7 @@ typedef struct lconnect lconnect;
 struct lconnect {
   uv_connect_t req;
   uv_tcp_t *client;
-  lc_forward *f; /* NULL once the forward is gone */
+  lc_forward *f;         /* NULL once the forward is gone */
   lconnect *next, *prev; /* f->backend: the connects still in flight */
 };
 

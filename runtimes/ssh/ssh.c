@@ -355,8 +355,7 @@ static int writers_waiting(const sconn *c) {
   for (const schan *k = c->chans; k != NULL; k = k->next) {
     if (k->kind == K_RELAY && k->state == CH_RUNNING && k->to_chan.len > k->to_chan_off)
       return 1;
-    if (k->kind == K_EXEC && k->state == CH_RUNNING && k->p != NULL &&
-        (k->p->in.len > 0 || k->p->in_mem_left > 0 || (k->p->in_fd >= 0 && k->p->in_left > 0)))
+    if (k->kind == K_EXEC && k->state == CH_RUNNING && k->p != NULL && lc__proc_in_pending(k->p))
       return 1;
   }
   return 0;

@@ -73,8 +73,8 @@ static const char *sh_out(const char *text) {
 }
 
 static void test_shell_quote_round_trip(void) {
-  static const char *values[] = {"plain", "two words", "it's", "'", "''", "$HOME", "`id`",
-                                 "back\\slash", "new\nline", "ü∑日本", "*", "", "a\"b"};
+  static const char *values[] = {"plain",       "two words", "it's",   "'", "''", "$HOME", "`id`",
+                                 "back\\slash", "new\nline", "ü∑日本", "*", "",   "a\"b"};
   for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
     char *q = NULL;
     lc__buf cmd = {0};
@@ -106,88 +106,67 @@ static void test_buf(void) {
   LC_CHECK(b.data == NULL && b.len == 0);
 }
 
-/* The composed command: env values and cwd arrive intact; bad names are refused by name. */
-static void test_compose(void) {
-  const char *env[] = {"A=x y", "B=it's $HOME", "C=", NULL};
-  lc_exec_options o = LC_EXEC_OPTIONS_INIT;
-  lc__buf out = {0};
-  lc__err err = {0};
-  o.env = env;
-  o.cwd = "/";
-  LC_REQUIRE_OK(lc__command_compose(&out, "printf '%s|%s|%s|' \"$A\" \"$B\" \"$C\"; pwd", &o, -1,
-                                    0, NULL, &err));
-  LC_CHECK_STR(sh_out(out.data), "x y|it's $HOME||/\n");
-  lc__buf_free(&out);
-  {
-    const char *bad[] = {"NOEQUALS", NULL};
-    o.env = bad;
-    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, NULL, &err) == -EINVAL);
-    LC_CHECK_CONTAINS(err.msg, "NOEQUALS");
-    lc__buf_free(&out);
-  }
-  {
-    const char *bad[] = {"A-B=1", NULL};
-    o.env = bad;
-    LC_CHECK(lc__command_compose(&out, "true", &o, -1, 0, NULL, &err) == -EINVAL);
-    LC_CHECK_CONTAINS(err.msg, "A-B=1");
-    lc__buf_free(&out);
-  }
-}
-
-/* The lifeline with stdin at EOF at once: the command is ended, and the exit says so. */
-static void test_lifeline_ends_on_eof(void) {
-  lc__buf out = {0};
-  lc__err err = {0};
-  LC_REQUIRE_OK(lc__command_compose(&out, "sleep 5; echo not-reached", NULL, 0, 100, NULL, &err));
-  lc__buf_puts(&out, " </dev/null");
-  LC_CHECK_STR(sh_out(out.data), "");
-  lc__buf_free(&out);
-}
-
 static void sleep_ms(long ms) {
   struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0)
     ;
 }
 
+/* The login shells a host may have: sshd runs `SHELL -c LINE` with argv[0] the shell's name. */
+static const struct {
+  const char *path, *argv0;
+} shells[] = {{"/bin/sh", "sh"},         {"/bin/bash", "bash"},      {"/usr/bin/zsh", "zsh"},
+              {"/usr/bin/ksh", "ksh"},   {"/bin/busybox", "ash"},    {"/usr/bin/fish", "fish"},
+              {"/usr/bin/tcsh", "tcsh"}, {"/usr/bin/bsd-csh", "csh"}};
+
 /*
- * Runs the lifeline around COMMAND (heartbeat limit 1 s) in SHELL as a login shell would, writing
- * a heartbeat line every 100 ms for heartbeat_ms, then nothing (the control line stays open), or
- * "s" when stop is set. Returns the wait status (-1 when it did not end within 30 s, after killing
- * it); its output goes to out.
+ * Runs what lc__command_compose made as sshd would with SHELL as the login shell: `SHELL -c line`,
+ * the script into stdin, and once the mark came on stdout, every `tick` ms the control line
+ * `ctl` (NULL: none) for `ticks` times, then `last` (NULL: none), then EOF unless hold is set.
+ * Returns the wait status (-1 when it did not end within 30 s, after killing it); stdout after
+ * the mark goes to out. Kept on one line each so the tests below read as a table.
  */
-static int run_lifeline(const char *shell, const char *command, long heartbeat_ms, int stop,
-                        char *out, size_t outsz) {
-  lc__buf text = {0};
-  lc__err err = {0};
+static int run_composed(const char *path, const char *argv0, const lc__buf *line,
+                        const lc__buf *script, const char *ctl, int ticks, const char *last,
+                        int hold, char *out, size_t outsz) {
   int in[2], o[2], status = -1;
-  size_t n = 0;
+  size_t n = 0, mark = sizeof(LC__COMMAND_MARK) - 1;
   ssize_t k;
   pid_t pid;
 
   out[0] = '\0';
-  if (lc__command_compose(&text, command, NULL, 1, 100, NULL, &err) < 0 || pipe(in) < 0)
-    return -1;
-  if (pipe(o) < 0 || (pid = fork()) < 0)
+  if (pipe(in) < 0 || pipe(o) < 0 || (pid = fork()) < 0)
     return -1;
   if (pid == 0) {
     dup2(in[0], 0);
     dup2(o[1], 1);
     close(in[0]), close(in[1]), close(o[0]), close(o[1]);
-    execl(shell, shell, "-c", text.data, (char *)NULL);
+    execl(path, argv0, "-c", line->data, (char *)NULL);
     _exit(127);
   }
   close(in[0]);
   close(o[1]);
-  lc__buf_free(&text);
   signal(SIGPIPE, SIG_IGN);
-  for (long t = 0; t < heartbeat_ms; t += 100) {
-    if (write(in[1], "h\n", 2) != 2)
+  if (write(in[1], script->data, script->len) != (ssize_t)script->len)
+    goto wait;
+  /* the mark, before anything else is written */
+  while (n < mark && (k = read(o[0], out + n, mark - n)) > 0)
+    n += (size_t)k;
+  if (n < mark || memcmp(out, LC__COMMAND_MARK, mark) != 0)
+    goto wait;
+  n = 0;
+  for (int t = 0; ctl != NULL && t < ticks; t++) {
+    if (write(in[1], ctl, strlen(ctl)) != (ssize_t)strlen(ctl))
       break;
     sleep_ms(100);
   }
-  if (stop && write(in[1], "s\n", 2) != 2)
-    status = -1;
+  if (last != NULL && write(in[1], last, strlen(last)) != (ssize_t)strlen(last))
+    goto wait;
+  if (!hold) {
+    close(in[1]);
+    in[1] = -1;
+  }
+wait:
   fcntl(o[0], F_SETFL, O_NONBLOCK);
   for (int i = 0; i < 3000; i++) {
     while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
@@ -204,37 +183,112 @@ static int run_lifeline(const char *shell, const char *command, long heartbeat_m
   while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
     n += (size_t)k;
   out[n] = '\0';
-  close(in[1]);
+  if (in[1] >= 0)
+    close(in[1]);
   close(o[0]);
   return status;
 }
 
 /*
- * Both branches of the lifeline: bash's (job control, read -t) and /bin/sh's (setsid, the
- * watchdog). Heartbeats keep the command alive past the limit; without them it is ended within
- * the limit and a tick, long before it would have written; "s" stops it; either way the wrapper
- * reports the SIGTERM that ended the command.
+ * The composed command, in every login shell: env values and cwd arrive intact, and the line the
+ * shell runs holds none of them; bad names are refused by name.
  */
-static void test_lifeline_heartbeat_in_both_shells(void) {
-  static const char *shells[] = {"/bin/sh", "/bin/bash"};
+static void test_compose(void) {
+  const char *env[] = {"A=x y", "B=it's $HOME", "C=", "D=secret-token", NULL};
+  lc_exec_options o = LC_EXEC_OPTIONS_INIT;
+  lc__buf line = {0}, script = {0};
+  lc__err err = {0};
   char out[256];
-  for (size_t i = 0; i < sizeof(shells) / sizeof(shells[0]); i++) {
+  o.env = env;
+  o.cwd = "/";
+  o.label = "worker-5 'x'";
+  LC_REQUIRE_OK(lc__command_compose(&line, &script, "printf '%s|%s|%s|' \"$A\" \"$B\" \"$C\"; pwd",
+                                    &o, -1, 0, NULL, "lab3", &err));
+  LC_CHECK_STR(line.data, "exec /bin/sh -s lc-run lab3 worker-5__x_");
+  for (size_t i = 0; i < LC_ARRAY_SIZE(shells); i++) {
+    int st = run_composed(shells[i].path, shells[i].argv0, &line, &script, NULL, 0, NULL, 0, out,
+                          sizeof(out));
+    LC_CHECK_STR(out, "x y|it's $HOME||/\n");
+    LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  }
+  lc__buf_free(&line);
+  lc__buf_free(&script);
+  LC_REQUIRE_OK(lc__command_compose(&line, &script, "true", &o, 15, 100, NULL, "lab3", &err));
+  LC_CHECK_STR(line.data, "exec /bin/sh -s lc-lifeline lab3 worker-5__x_");
+  LC_CHECK(strstr(line.data, "secret") == NULL);
+  lc__buf_free(&line);
+  lc__buf_free(&script);
+  {
+    const char *bad[] = {"NOEQUALS", NULL};
+    o.env = bad;
+    LC_CHECK(lc__command_compose(&line, &script, "true", &o, -1, 0, NULL, "h", &err) == -EINVAL);
+    LC_CHECK_CONTAINS(err.msg, "NOEQUALS");
+    lc__buf_free(&line);
+    lc__buf_free(&script);
+  }
+  {
+    const char *bad[] = {"A-B=1", NULL};
+    o.env = bad;
+    LC_CHECK(lc__command_compose(&line, &script, "true", &o, -1, 0, NULL, "h", &err) == -EINVAL);
+    LC_CHECK_CONTAINS(err.msg, "A-B=1");
+    lc__buf_free(&line);
+    lc__buf_free(&script);
+  }
+}
+
+/* The lifeline with stdin at EOF right after the script: the command is ended. */
+static void test_lifeline_ends_on_eof(void) {
+  lc__buf line = {0}, script = {0};
+  lc__err err = {0};
+  char out[64];
+  int st;
+  LC_REQUIRE_OK(lc__command_compose(&line, &script, "sleep 5; echo not-reached", NULL, 0, 100, NULL,
+                                    "h", &err));
+  st = run_composed("/bin/sh", "sh", &line, &script, NULL, 0, NULL, 0, out, sizeof(out));
+  LC_CHECK_STR(out, "");
+  LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+  lc__buf_free(&line);
+  lc__buf_free(&script);
+}
+
+/* Runs the lifeline around COMMAND with a heartbeat limit of 1 s (see run_composed). */
+static int run_lifeline(size_t shell, const char *command, int heartbeats, int stop, char *out,
+                        size_t outsz) {
+  lc__buf line = {0}, script = {0};
+  lc__err err = {0};
+  int st = -1;
+  if (lc__command_compose(&line, &script, command, NULL, 1, 100, NULL, "h", &err) == 0)
+    st = run_composed(shells[shell].path, shells[shell].argv0, &line, &script, "h\n", heartbeats,
+                      stop ? "s\n" : NULL, 1, out, outsz);
+  lc__buf_free(&line);
+  lc__buf_free(&script);
+  return st;
+}
+
+/*
+ * The lifeline under every login shell: heartbeats keep the command alive past the limit; without
+ * them it is ended within four thirds of the limit (whole seconds), long before it would have
+ * written; "s" stops it; either way the wrapper reports the SIGTERM that ended the command.
+ */
+static void test_lifeline_heartbeat_in_every_shell(void) {
+  char out[256];
+  for (size_t i = 0; i < LC_ARRAY_SIZE(shells); i++) {
     int st;
-    if (access(shells[i], X_OK) != 0) {
-      LC_CHECK(!"no such shell");
+    if (access(shells[i].path, X_OK) != 0) {
+      fprintf(stderr, "  %s is not installed (bash .ci/deps installs it)\n", shells[i].path);
+      LC_CHECK(!"a login shell is missing");
       continue;
     }
-    st = run_lifeline(shells[i], "sleep 2.5; echo alive; exec sleep 30", 3000, 1, out,
-                      sizeof(out));
+    st = run_lifeline(i, "sleep 2.5; echo alive; exec sleep 30", 30, 1, out, sizeof(out));
     LC_CHECK_STR(out, "alive\n");
     LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
-    st = run_lifeline(shells[i], "sleep 6; echo alive; exec sleep 30", 0, 0, out, sizeof(out));
+    st = run_lifeline(i, "sleep 6; echo alive; exec sleep 30", 0, 0, out, sizeof(out));
     LC_CHECK_STR(out, "");
     LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
-    st = run_lifeline(shells[i], "echo started; exec sleep 30", 300, 1, out, sizeof(out));
+    st = run_lifeline(i, "echo started; exec sleep 30", 3, 1, out, sizeof(out));
     LC_CHECK_STR(out, "started\n");
     LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
-    st = run_lifeline(shells[i], "exit 3", 0, 0, out, sizeof(out));
+    st = run_lifeline(i, "exit 3", 0, 0, out, sizeof(out));
     LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 3);
   }
 }
@@ -280,6 +334,5 @@ static void test_engine_start_stop(void) {
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
-             LC_TEST(test_lifeline_heartbeat_in_both_shells),
-             LC_TEST(test_transfer_scripts), LC_TEST(test_signal_names),
-             LC_TEST(test_engine_start_stop))
+             LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_transfer_scripts),
+             LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop))
