@@ -65,8 +65,9 @@ LC_EXTERN int lc_inventory_from_list(lc_inventory **out, const char *list);
 
 /**
  * Appends one host (for hosts found elsewhere, such as an ssh config; not a range); gpus -1
- * and slots 0 mean "not declared". host is copied. Returns 0, LC_ECONFIG (a bad host spec, gpus or slots out of
- * range), -EEXIST (the host is already listed), -EINVAL (a NULL argument), -ENOMEM.
+ * and slots 0 mean "not declared". host is copied. Returns 0, LC_ECONFIG (a bad host spec, gpus
+ * or slots out of range), -EEXIST (the host is already listed), -EINVAL (a NULL argument),
+ * -ENOMEM.
  */
 LC_EXTERN int lc_inventory_add(lc_inventory *inv, const char *host, int gpus, int slots);
 
