@@ -260,6 +260,14 @@ typedef struct adding {
   int gpus, slots, line;
 } adding;
 
+/* " (from 'SPEC')" when host came out of a range, else "": for messages. */
+static const char *from_spec(const adding *a, const char *host, size_t hl, char *buf, size_t n) {
+  buf[0] = '\0';
+  if (hl != a->specl || memcmp(host, a->spec, hl) != 0)
+    snprintf(buf, n, " (from '%.*s')", (int)a->specl, a->spec);
+  return buf;
+}
+
 /*
  * Adds one host of an entry. A host named again with the same gpus and slots is left where it
  * was first named (pdsh and clush drop repeats too); with other values it is an error, since
@@ -268,17 +276,16 @@ typedef struct adding {
 static int add_host(const char *host, size_t hl, void *payload) {
   adding *a = payload;
   lc_inventory *inv = a->inv;
-  char why[160], from[512] = "";
+  char why[160], from[512];
   long prev;
-  if (hl != a->specl || memcmp(host, a->spec, hl) != 0)
-    snprintf(from, sizeof(from), " (from '%.*s')", (int)a->specl, a->spec);
   if (check_host(host, hl, why, sizeof(why)) < 0)
-    return lc__error_set(LC_ECONFIG, "%s: bad host '%.*s'%s: %s", a->where, (int)hl, host, from,
-                         why);
+    return lc__error_set(LC_ECONFIG, "%s: bad host '%.*s'%s: %s", a->where, (int)hl, host,
+                         from_spec(a, host, hl, from, sizeof(from)), why);
   if ((prev = find(inv, host, hl)) >= 0) {
     const entry *e = &inv->e[prev];
     if (e->gpus == a->gpus && e->slots == a->slots)
       return 0;
+    from_spec(a, host, hl, from, sizeof(from));
     if (e->line > 0)
       return lc__error_set(LC_ECONFIG,
                            "%s: host '%.*s'%s is listed twice (first as %s %d), with other gpus "
@@ -292,6 +299,14 @@ static int add_host(const char *host, size_t hl, void *payload) {
   if (append(inv, host, hl, a->gpus, a->slots, a->line) < 0)
     return lc__error_set(-ENOMEM, "out of memory");
   return 0;
+}
+
+/* Whether s ends inside "[...]": "node[1," of "node[1, 3]". */
+static int open_bracket(const char *s, size_t len) {
+  int open = 0;
+  for (size_t i = 0; i < len; i++)
+    open = s[i] == '[' ? 1 : s[i] == ']' ? 0 : open;
+  return open;
 }
 
 /*
@@ -327,9 +342,9 @@ static int entry_parse(lc_inventory *inv, const char *s, size_t len, int line, c
       continue;
     }
     if (eq == NULL)
-      return lc__error_set(LC_ECONFIG,
-                           "%s: unexpected '%.*s' after the host (expected gpus=N or slots=N)",
-                           where, (int)tl, tok);
+      return lc__error_set(
+          LC_ECONFIG, "%s: unexpected '%.*s' after the host (expected gpus=N or slots=N%s)", where,
+          (int)tl, tok, open_bracket(host, hl) ? "; a range has no blanks: n[1,3]" : "");
     if ((size_t)(eq - tok) == 4 && memcmp(tok, "gpus", 4) == 0) {
       if (gpus >= 0)
         return lc__error_set(LC_ECONFIG, "%s: gpus is given twice", where);

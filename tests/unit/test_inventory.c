@@ -197,6 +197,8 @@ static void test_list_ranges(void) {
         {"u[1]@[::1]", "bad host 'u[1]@[::1]': '[' outside an [address] that starts the host"},
         {"[fe[80]", "bad host '[fe[80]': '[' outside an [address]"},
         {"n[1-2]#x", "item 1: '#' cannot be part of a host"},
+        {"n[1, 3]", "item 1: unexpected '3]' after the host (expected gpus=N or slots=N; a range "
+                    "has no blanks: n[1,3])"},
     };
     for (size_t i = 0; i < LC_ARRAY_SIZE(cases); i++) {
       int r = lc_inventory_from_list(&inv, cases[i].list);
