@@ -68,7 +68,7 @@ int lc_inventory_line(const lc_inventory *inv, size_t i) {
 }
 
 /* FNV-1a: a 100000-host range must not cost n^2 comparisons to check for repeats. */
-static size_t hash(const char *s, size_t len) {
+static size_t host_hash(const char *s, size_t len) {
   uint64_t h = 14695981039346656037u;
   for (size_t i = 0; i < len; i++)
     h = (h ^ (unsigned char)s[i]) * 1099511628211u;
@@ -78,7 +78,8 @@ static size_t hash(const char *s, size_t len) {
 static long find(const lc_inventory *inv, const char *host, size_t len) {
   if (inv->index_cap == 0)
     return -1;
-  for (size_t k = hash(host, len) & (inv->index_cap - 1);; k = (k + 1) & (inv->index_cap - 1)) {
+  for (size_t k = host_hash(host, len) & (inv->index_cap - 1);;
+       k = (k + 1) & (inv->index_cap - 1)) {
     size_t i = inv->index[k];
     if (i == 0)
       return -1;
@@ -90,7 +91,7 @@ static long find(const lc_inventory *inv, const char *host, size_t len) {
 /* Puts entry i into the index. */
 static void index_put(lc_inventory *inv, size_t i) {
   const char *h = inv->e[i].host;
-  size_t k = hash(h, strlen(h)) & (inv->index_cap - 1);
+  size_t k = host_hash(h, strlen(h)) & (inv->index_cap - 1);
   while (inv->index[k] != 0)
     k = (k + 1) & (inv->index_cap - 1);
   inv->index[k] = i + 1;
