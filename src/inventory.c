@@ -1,7 +1,9 @@
 /*
  * inventory.c - the hosts a user names: inventory files ("host gpus=N slots=N" a line, comments)
- * and comma-separated host lists, read with the same entry grammar and the same messages.
+ * and comma-separated host lists, read with the same entry grammar and the same messages. Host
+ * ranges ("node[01-16]") are expanded here, so every way of naming hosts takes them.
  */
+#include "hostrange.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -25,6 +27,8 @@ typedef struct entry {
 struct lc_inventory {
   entry *e;
   size_t n, cap;
+  size_t *index; /* open addressing on the host: entry number + 1; 0: free */
+  size_t index_cap;
 };
 
 int lc_inventory_new(lc_inventory **out) {
@@ -41,6 +45,7 @@ void lc_inventory_free(lc_inventory *inv) {
   for (size_t i = 0; i < inv->n; i++)
     free(inv->e[i].host);
   free(inv->e);
+  free(inv->index);
   free(inv);
 }
 
@@ -62,11 +67,50 @@ int lc_inventory_line(const lc_inventory *inv, size_t i) {
   return inv && i < inv->n ? inv->e[i].line : 0;
 }
 
+/* FNV-1a: a 100000-host range must not cost n^2 comparisons to check for repeats. */
+static size_t host_hash(const char *s, size_t len) {
+  uint64_t h = 14695981039346656037u;
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ (unsigned char)s[i]) * 1099511628211u;
+  return (size_t)h;
+}
+
 static long find(const lc_inventory *inv, const char *host, size_t len) {
-  for (size_t i = 0; i < inv->n; i++)
-    if (strlen(inv->e[i].host) == len && memcmp(inv->e[i].host, host, len) == 0)
-      return (long)i;
-  return -1;
+  if (inv->index_cap == 0)
+    return -1;
+  for (size_t k = host_hash(host, len) & (inv->index_cap - 1);;
+       k = (k + 1) & (inv->index_cap - 1)) {
+    size_t i = inv->index[k];
+    if (i == 0)
+      return -1;
+    if (strlen(inv->e[i - 1].host) == len && memcmp(inv->e[i - 1].host, host, len) == 0)
+      return (long)(i - 1);
+  }
+}
+
+/* Puts entry i into the index. */
+static void index_put(lc_inventory *inv, size_t i) {
+  const char *h = inv->e[i].host;
+  size_t k = host_hash(h, strlen(h)) & (inv->index_cap - 1);
+  while (inv->index[k] != 0)
+    k = (k + 1) & (inv->index_cap - 1);
+  inv->index[k] = i + 1;
+}
+
+/* Makes room in the index for one more entry; the index stays at most half full. */
+static int index_reserve(lc_inventory *inv) {
+  size_t ncap, *nx;
+  if (2 * (inv->n + 1) <= inv->index_cap)
+    return 0;
+  ncap = inv->index_cap ? inv->index_cap * 2 : 64;
+  if ((nx = lc__calloc(ncap, sizeof(*nx))) == NULL)
+    return -ENOMEM;
+  free(inv->index);
+  inv->index = nx;
+  inv->index_cap = ncap;
+  for (size_t j = 0; j < inv->n; j++)
+    index_put(inv, j);
+  return 0;
 }
 
 int lc_inventory_find(size_t *out, const lc_inventory *inv, const char *host) {
@@ -108,6 +152,19 @@ static int check_host(const char *s, size_t len, char *why, size_t wn) {
   }
   if (*s == '-' || (h < end && *h == '-')) {
     snprintf(why, wn, "a user or host cannot start with '-'");
+    return -1;
+  }
+  /* ranges were expanded before; what is left is one "[address]" that starts the host */
+  for (const char *p = s, *close = NULL; p < end; p++) {
+    if (*p != '[' && *p != ']')
+      continue;
+    if (p == h && *p == '[')
+      continue;
+    if (*p == ']' && h < end && *h == '[' && close == NULL && p > h) {
+      close = p;
+      continue;
+    }
+    snprintf(why, wn, "'%c' outside an [address] that starts the host", *p);
     return -1;
   }
   if (h < end && *h == '[') {
@@ -173,6 +230,8 @@ static long number(const char *s, size_t len, long min, long max) {
 
 static int append(lc_inventory *inv, const char *host, size_t len, int gpus, int slots, int line) {
   entry *e;
+  if (index_reserve(inv) < 0)
+    return -ENOMEM;
   if (inv->n == inv->cap) {
     size_t ncap = inv->cap ? inv->cap * 2 : 16;
     entry *ne = lc__realloc(inv->e, ncap * sizeof(*ne));
@@ -187,24 +246,82 @@ static int append(lc_inventory *inv, const char *host, size_t len, int gpus, int
   e->gpus = gpus;
   e->slots = slots;
   e->line = line;
+  index_put(inv, inv->n);
   inv->n++;
   return 0;
 }
 
 static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f'; }
 
+/* One entry on its way in: what every host of its range gets, and what messages say. */
+typedef struct adding {
+  lc_inventory *inv;
+  const char *spec, *where, *unit;
+  size_t specl;
+  int gpus, slots, line;
+} adding;
+
+/* " (from 'SPEC')" when host came out of a range, else "": for messages. */
+static const char *from_spec(const adding *a, const char *host, size_t hl, char *buf, size_t n) {
+  buf[0] = '\0';
+  if (hl != a->specl || memcmp(host, a->spec, hl) != 0)
+    snprintf(buf, n, " (from '%.*s')", (int)a->specl, a->spec);
+  return buf;
+}
+
 /*
- * Reads one entry "HOST [gpus=N] [slots=N]" from [s, s + len) (no comment, no newline) into inv.
- * where ("FILE:LINE" or "host list '...': item N") starts every message. An empty entry is
- * skipped (*added 0).
+ * Adds one host of an entry. A host named again with the same gpus and slots is left where it
+ * was first named (pdsh and clush drop repeats too); with other values it is an error, since
+ * which of them was meant cannot be told.
+ */
+static int add_host(const char *host, size_t hl, void *payload) {
+  adding *a = payload;
+  lc_inventory *inv = a->inv;
+  char why[160], from[512];
+  long prev;
+  if (check_host(host, hl, why, sizeof(why)) < 0)
+    return lc__error_set(LC_ECONFIG, "%s: bad host '%.*s'%s: %s", a->where, (int)hl, host,
+                         from_spec(a, host, hl, from, sizeof(from)), why);
+  if ((prev = find(inv, host, hl)) >= 0) {
+    const entry *e = &inv->e[prev];
+    if (e->gpus == a->gpus && e->slots == a->slots)
+      return 0;
+    from_spec(a, host, hl, from, sizeof(from));
+    if (e->line > 0)
+      return lc__error_set(LC_ECONFIG,
+                           "%s: host '%.*s'%s is listed twice (first as %s %d), with other gpus "
+                           "or slots",
+                           a->where, (int)hl, host, from, a->unit, e->line);
+    return lc__error_set(LC_ECONFIG, "%s: host '%.*s'%s is listed twice, with other gpus or slots",
+                         a->where, (int)hl, host, from);
+  }
+  if (inv->n >= LC__HOSTRANGE_MAX)
+    return lc__error_set(LC_ECONFIG, "%s: more than %d hosts", a->where, LC__HOSTRANGE_MAX);
+  if (append(inv, host, hl, a->gpus, a->slots, a->line) < 0)
+    return lc__error_set(-ENOMEM, "out of memory");
+  return 0;
+}
+
+/* Whether s ends inside "[...]": "node[1," of "node[1, 3]". */
+static int open_bracket(const char *s, size_t len) {
+  int open = 0;
+  for (size_t i = 0; i < len; i++)
+    open = s[i] == '[' ? 1 : s[i] == ']' ? 0 : open;
+  return open;
+}
+
+/*
+ * Reads one entry "HOST [gpus=N] [slots=N]" from [s, s + len) (no comment, no newline) into inv;
+ * HOST may be a range ("node[01-16]"), which adds every host it names. where ("FILE:LINE" or
+ * "host list '...': item N") starts every message. An empty entry is skipped (*added 0).
  */
 static int entry_parse(lc_inventory *inv, const char *s, size_t len, int line, const char *where,
                        const char *unit, int *added) {
   const char *p = s, *end = s + len, *host = NULL;
   size_t hl = 0;
-  int gpus = -1, slots = 0;
+  int gpus = -1, slots = 0, r;
   char why[160];
-  long prev;
+  adding a;
   *added = 0;
   while (p < end) {
     const char *tok, *eq;
@@ -221,16 +338,14 @@ static int entry_parse(lc_inventory *inv, const char *s, size_t len, int line, c
     if (host == NULL) {
       if (eq != NULL)
         return lc__error_set(LC_ECONFIG, "%s: expected a host before '%.*s'", where, (int)tl, tok);
-      if (check_host(tok, tl, why, sizeof(why)) < 0)
-        return lc__error_set(LC_ECONFIG, "%s: bad host '%.*s': %s", where, (int)tl, tok, why);
       host = tok;
       hl = tl;
       continue;
     }
     if (eq == NULL)
-      return lc__error_set(LC_ECONFIG,
-                           "%s: unexpected '%.*s' after the host (expected gpus=N or slots=N)",
-                           where, (int)tl, tok);
+      return lc__error_set(
+          LC_ECONFIG, "%s: unexpected '%.*s' after the host (expected gpus=N or slots=N%s)", where,
+          (int)tl, tok, open_bracket(host, hl) ? "; a range has no blanks: n[1,3]" : "");
     if ((size_t)(eq - tok) == 4 && memcmp(tok, "gpus", 4) == 0) {
       if (gpus >= 0)
         return lc__error_set(LC_ECONFIG, "%s: gpus is given twice", where);
@@ -250,16 +365,20 @@ static int entry_parse(lc_inventory *inv, const char *s, size_t len, int line, c
   }
   if (host == NULL)
     return 0;
-  if ((prev = find(inv, host, hl)) >= 0) {
-    if (inv->e[prev].line > 0)
-      return lc__error_set(LC_ECONFIG, "%s: host '%.*s' is listed twice (first as %s %d)", where,
-                           (int)hl, host, unit, inv->e[prev].line);
-    return lc__error_set(LC_ECONFIG, "%s: host '%.*s' is listed twice", where, (int)hl, host);
-  }
-  if (append(inv, host, hl, gpus, slots, line) < 0)
-    return lc__error_set(-ENOMEM, "out of memory");
-  *added = 1;
-  return 0;
+  a = (adding){.inv = inv,
+               .spec = host,
+               .specl = hl,
+               .where = where,
+               .unit = unit,
+               .gpus = gpus,
+               .slots = slots,
+               .line = line};
+  why[0] = '\0';
+  if ((r = lc__hostrange_expand(host, hl, add_host, &a, why, sizeof(why))) < 0 && why[0] != '\0')
+    return lc__error_set(r, "%s: bad host range '%.*s': %s", where, (int)hl, host, why);
+  if (r == 0)
+    *added = 1;
+  return r;
 }
 
 int lc_inventory_add(lc_inventory *inv, const char *host, int gpus, int slots) {
@@ -388,7 +507,7 @@ int lc_inventory_from_list(lc_inventory **out, const char *list) {
     return r;
   p = list;
   for (;;) {
-    const char *comma = strchr(p, ',');
+    const char *comma = lc__hostrange_comma(p, strlen(p)); /* node[1,3] is one item */
     size_t l = comma ? (size_t)(comma - p) : strlen(p);
     char where[512];
     int added;

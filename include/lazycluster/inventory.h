@@ -13,6 +13,14 @@
  *
  * A host list is the same entries separated by commas: "lab1,lab2 gpus=2,root@10.0.0.3:2222".
  *
+ * A host may be a range, as pdsh and ClusterShell write them: `node[01-16]` (node01 .. node16,
+ * the low end's zero padding kept; `n[8-10]` is n8 n9 n10), `gpu[1-4,7]` (lists and ranges in
+ * one bracket; its commas do not split a list), `r[1-2]n[1-8]` (every combination, the last
+ * group turning fastest), `root@node[1-3]:2222` (user and port on each). Its gpus=N and slots=N
+ * go to every host it names; at most 100000 hosts. A bracket that starts the host is an IPv6
+ * address, never a range: `[::1]:22`, `user@[fe80::1]`. A host named again with the same gpus
+ * and slots is dropped, its first place kept (as pdsh does); with other values it is an error.
+ *
  * Threads: every function here may be called from any thread. An inventory is not locked: many
  * threads may read one at once, but a thread that changes it (lc_inventory_add) must be alone.
  */
@@ -33,8 +41,9 @@ LC_EXTERN int lc_inventory_new(lc_inventory **out);
 
 /**
  * Reads the inventory file at path. Free it with lc_inventory_free.
- * Returns 0; LC_ECONFIG for a bad line (a bad host, an unknown key, a bad number, a key given
- * twice, a host listed twice, junk) or a file that lists no host, with "PATH:LINE: why" in
+ * Returns 0; LC_ECONFIG for a bad line (a bad host or range, an unknown key, a bad number, a
+ * key given twice, a host listed twice with other gpus or slots, junk, more than 100000 hosts)
+ * or a file that lists no host, with "PATH:LINE: why" in
  * lc_error_last(); -ENOENT, -EACCES or another negative errno when the file cannot be read;
  * -EINVAL (a NULL argument); -ENOMEM.
  */
@@ -55,9 +64,10 @@ LC_EXTERN int lc_inventory_parse_text(lc_inventory **out, const char *text, size
 LC_EXTERN int lc_inventory_from_list(lc_inventory **out, const char *list);
 
 /**
- * Appends a host (for hosts found elsewhere, such as an ssh config); gpus -1 and slots 0 mean
- * "not declared". host is copied. Returns 0, LC_ECONFIG (a bad host spec, gpus or slots out of
- * range), -EEXIST (the host is already listed), -EINVAL (a NULL argument), -ENOMEM.
+ * Appends one host (for hosts found elsewhere, such as an ssh config; not a range); gpus -1
+ * and slots 0 mean "not declared". host is copied. Returns 0, LC_ECONFIG (a bad host spec, gpus
+ * or slots out of range), -EEXIST (the host is already listed), -EINVAL (a NULL argument),
+ * -ENOMEM.
  */
 LC_EXTERN int lc_inventory_add(lc_inventory *inv, const char *host, int gpus, int slots);
 

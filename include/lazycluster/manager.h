@@ -24,7 +24,10 @@ typedef struct lc_discovery lc_discovery;
 /** Where to look and what to keep. A zero field means the default. */
 typedef struct lc_discover_options {
   unsigned int version;
-  /** Explicit hosts, "lab1,lab2,root@10.0.0.3:2222"; wins over the inventory and the config. */
+  /**
+   * Explicit hosts, "lab1,node[01-16],root@10.0.0.3:2222" (ranges as in lazycluster/inventory.h);
+   * wins over the inventory and the config.
+   */
   const char *hosts;
   /** An inventory file (one host a line, optional gpus=N slots=N); wins over the config. */
   const char *inventory;

@@ -5,7 +5,9 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -32,29 +34,53 @@ static void print_line(const char *host, const char *line, size_t len, lc_stream
   fflush(out);
 }
 
+/*
+ * The words after --, joined with single blanks as ssh, pdsh and clush join them; the host's
+ * shell parses the result. malloc'd; NULL when out of memory.
+ */
+static char *join_words(char **words, int n) {
+  size_t len = 1, at = 0;
+  char *s;
+  for (int i = 0; i < n; i++)
+    len += strlen(words[i]) + 1;
+  if ((s = malloc(len)) == NULL)
+    return NULL;
+  for (int i = 0; i < n; i++) {
+    size_t l = strlen(words[i]);
+    if (i > 0)
+      s[at++] = ' ';
+    memcpy(s + at, words[i], l);
+    at += l;
+  }
+  s[at] = '\0';
+  return s;
+}
+
 int cli_exec(int argc, char **argv) {
   cli_hostopts h;
   lc_engine *engine = NULL;
   lc_group *g = NULL;
   lc_discovery *d = NULL;
   lc_group_report *rep = NULL;
-  const char *command = NULL;
-  int r, status = CLI_EXIT_OK, color = isatty(1);
+  char *command = NULL, **words = NULL;
+  int r, nwords = 0, status = CLI_EXIT_OK, color = isatty(1);
   size_t failed = 0;
 
   cli_hostopts_init(&h);
   for (int i = 1; i < argc; i++) {
     int took;
     if (strcmp(argv[i], "--") == 0) {
-      if (i + 2 != argc)
-        return cli_usage_error("exec", "give the command as one argument after --, quoted");
-      command = argv[i + 1];
+      words = argv + i + 1;
+      nwords = argc - i - 1;
       break;
     }
     if (cli_is_help(argv[i])) {
-      printf("usage: " CLI_NAME " exec [options] -- COMMAND\n"
+      printf("usage: " CLI_NAME " exec [options] -- COMMAND [ARG...]\n"
              "Runs COMMAND with sh on every host at once; each output line is prefixed with its\n"
-             "host. Exits 1 when any host failed or was unreachable.\n\n%s",
+             "host. Exits 1 when any host failed or was unreachable.\n"
+             "As ssh, pdsh and clush do, the words after -- are joined with single blanks and\n"
+             "the host's shell reads the result: -- hostname -I is -- 'hostname -I'. Quote what\n"
+             "this shell must not expand: -- 'echo $HOME' prints each host's $HOME.\n\n%s",
              cli_hostopts_help());
       return CLI_EXIT_OK;
     }
@@ -63,10 +89,21 @@ int cli_exec(int argc, char **argv) {
     if (took == 0)
       return cli_usage_error("exec", "unknown option %s (the command goes after --)", argv[i]);
   }
-  if (command == NULL)
-    return cli_usage_error("exec", "no command: " CLI_NAME " exec [options] -- COMMAND");
-  if ((r = lc_engine_new(&engine, NULL)) < 0)
-    return cli_fail("exec", r, "cannot start the engine");
+  if (words == NULL)
+    return cli_usage_error("exec", "no command: " CLI_NAME " exec [options] -- COMMAND [ARG...]");
+  if (nwords == 0)
+    return cli_usage_error("exec",
+                           "no command after --: " CLI_NAME " exec [options] -- COMMAND [ARG...]");
+  if ((command = join_words(words, nwords)) == NULL)
+    return cli_fail("exec", -ENOMEM, "cannot join the command's words");
+  if (command[strspn(command, " \t\n")] == '\0') {
+    status = cli_usage_error("exec", "the command after -- is empty");
+    goto out;
+  }
+  if ((r = lc_engine_new(&engine, NULL)) < 0) {
+    status = cli_fail("exec", r, "cannot start the engine");
+    goto out;
+  }
   if ((r = lc_discover(&g, &d, engine, &h.discover)) < 0) {
     status = cli_fail("exec", r, "cannot find the hosts");
     goto out;
@@ -101,5 +138,6 @@ out:
   lc_discovery_free(d);
   lc_group_free(g);
   lc_engine_free(engine);
+  free(command);
   return status;
 }

@@ -56,9 +56,11 @@ void cli_hostopts_init(cli_hostopts *h) {
 
 const char *cli_hostopts_help(void) {
   return "  -F FILE                 ssh config file (default ~/.ssh/config)\n"
-         "  --hosts LIST            hosts to use: alias,user@host:port,... (default: every Host\n"
-         "                          alias of the ssh config)\n"
-         "  --inventory FILE        hosts from a file: one a line, optional gpus=N slots=N\n"
+         "  --hosts LIST            hosts to use: alias,user@host:port,node[01-16],gpu[1-4,7]\n"
+         "                          (pdsh-style ranges; a repeated host counts once; default:\n"
+         "                          every Host alias of the ssh config)\n"
+         "  --inventory FILE        hosts from a file: one a line (or a range), optional gpus=N\n"
+         "                          slots=N\n"
          "  --accept-new-host-keys  add unknown host keys to known_hosts (changed keys are\n"
          "                          always refused)\n"
          "  --connect-timeout S     give up on a host after S seconds (default 10)\n"

@@ -46,6 +46,40 @@ check "exec exits 1 when a host failed" [ "$rc" -eq 1 ]
 check "exec names the failed host and status" grep -q "lab1.*status 3" "$tmp/e3"
 check "exec counts the failures" grep -q "1 of 3 hosts failed" "$tmp/e3"
 
+# exec joins the words after -- with single blanks, as ssh, pdsh and clush do; the host's shell
+# parses the result
+"$ctl" exec -F "$cfg" --hosts lab0,lab1 -- echo a  b >"$tmp/o7" 2>"$tmp/e7"; rc=$?
+check "exec -- echo a b exits 0" [ "$rc" -eq 0 ]
+check "exec -- echo a b prints 'a b' tagged per host" \
+  [ "$(sort "$tmp/o7")" = "$(printf '[lab0] a b\n[lab1] a b')" ]
+"$ctl" exec -F "$cfg" --hosts lab2 -- echo a '&&' echo b >"$tmp/o8" 2>&1
+check "exec -- joined words are read by the host's shell" \
+  [ "$(cat "$tmp/o8")" = "$(printf '[lab2] a\n[lab2] b')" ]
+"$ctl" exec -F "$cfg" --hosts lab3 -- 'echo $HOME; hostname' >"$tmp/o9" 2>&1
+check "exec -- 'one quoted command' still works, expanded on the host" \
+  [ "$(cat "$tmp/o9")" = "$(printf '[lab3] /root\n[lab3] lab3')" ]
+"$ctl" exec -F "$cfg" --hosts lab0 -- >"$tmp/o10" 2>&1; rc=$?
+check "exec -- without a command exits 2 and says so" \
+  sh -c "[ $rc -eq 2 ] && grep -q 'no command after --' '$tmp/o10'"
+
+# host ranges as pdsh and ClusterShell write them, in --hosts and in inventory files
+"$ctl" exec -F "$cfg" --hosts 'lab[0-2]' -- hostname >"$tmp/o11" 2>"$tmp/e11"; rc=$?
+check "exec --hosts 'lab[0-2]' exits 0" [ "$rc" -eq 0 ]
+check "exec --hosts 'lab[0-2]' runs on exactly lab0, lab1, lab2" \
+  [ "$(sort "$tmp/o11")" = "$(printf '[lab0] lab0\n[lab1] lab1\n[lab2] lab2')" ]
+printf '# ranges\nlab[5-6] gpus=3 slots=2\nlab[1,7]\nlab6 gpus=3 slots=2\n' >"$tmp/inv"
+"$ctl" hosts -F "$cfg" --inventory "$tmp/inv" --json >"$tmp/o12" 2>&1; rc=$?
+check "hosts --inventory with ranges exits 0" [ "$rc" -eq 0 ]
+check "hosts --inventory with ranges finds the 4 hosts, lab6 once" \
+  [ "$(grep -o '"host": "lab[0-9]"' "$tmp/o12" | sort | tr '\n' ' ')" = \
+    '"host": "lab1" "host": "lab5" "host": "lab6" "host": "lab7" ' ]
+check "gpus=3 goes to every host of the range" \
+  [ "$(grep -c '"gpus": 3' "$tmp/o12")" -eq 2 ]
+"$ctl" exec -F "$cfg" --hosts 'lab[3-1]' -- true >"$tmp/o13" 2>&1; rc=$?
+check "a reversed range exits 1" [ "$rc" -eq 1 ]
+check "a reversed range is refused with a message quoting it" \
+  grep -qF "bad host range 'lab[3-1]': '3-1' in '[3-1]' runs backwards" "$tmp/o13"
+
 # bad arguments: exit 2 with a message quoting them
 "$ctl" exec -F "$cfg" >"$tmp/o4" 2>&1; rc=$?
 check "exec without a command exits 2" [ "$rc" -eq 2 ]

@@ -1192,8 +1192,8 @@ static void test_inventory_list(void) {
         {"lab1,", "host list 'lab1,': item 2 is empty"},
         {",lab1", "host list ',lab1': item 1 is empty"},
         {"lab1, ,lab2", "host list 'lab1, ,lab2': item 2 is empty"},
-        {"lab1,lab2,lab1", "host list 'lab1,lab2,lab1': item 3: host 'lab1' is listed twice "
-                           "(first as item 1)"},
+        {"lab1,lab2,lab1 gpus=2", "host list 'lab1,lab2,lab1 gpus=2': item 3: host 'lab1' is "
+                                  "listed twice (first as item 1), with other gpus or slots"},
         {"lab1:99999", "host list 'lab1:99999': item 1: bad host 'lab1:99999': bad port"},
         {"lab1 lab2", "host list 'lab1 lab2': item 1: unexpected 'lab2' after the host"},
         {"lab1 gpus=x", "host list 'lab1 gpus=x': item 1: bad gpus value 'x'"},
