@@ -376,8 +376,9 @@ static int pick_from_scan(lc_cluster *c, const scan *sc, const lc_ports *ranges,
   if (got < n) {
     char *text = NULL;
     lc_ports_format(&text, ranges);
-    r = lc__error_set(LC_ENOPORTS, "no free port left in %s: %zu needed, %zu free on all %zu "
-                                   "hosts and this machine",
+    r = lc__error_set(LC_ENOPORTS,
+                      "no free port left in %s: %zu needed, %zu free on all %zu "
+                      "hosts and this machine",
                       text ? text : "the worker ranges", n, got, lc_group_count(c->group));
     lc_free(text);
   }
@@ -461,8 +462,8 @@ static int master_runtime(lc_cluster *c) {
       return lc__error_set(-ENOENT, "cluster: the master's host %s is not in the group",
                            c->opts.master_host);
   } else if ((c->master_rt = lc_group_find(c->group, "localhost")) == NULL) {
-    if (c->local == NULL && (r = lc_runtime_new_local(&c->local, lc__group_engine(c->group),
-                                                      NULL)) < 0)
+    if (c->local == NULL &&
+        (r = lc_runtime_new_local(&c->local, lc__group_engine(c->group), NULL)) < 0)
       return r;
     c->master_rt = c->local;
   }
@@ -496,6 +497,7 @@ static int master_spawn(lc_cluster *c, int port) {
   eo.cwd = wd;
   eo.on_line = on_line;
   eo.payload = c->master_tag;
+  eo.label = "master";
   if ((r = lc_runtime_spawn(&c->master_proc, c->master_rt, cmd, &eo)) < 0)
     goto out;
   c->master_port = port;
@@ -562,9 +564,7 @@ static int master_await(lc_cluster *c, int port, int *retry) {
     r = lc__error_set(r == LC_EREMOTE ? LC_EREMOTE : -ETIMEDOUT,
                       "%s: the master did not start on port %d %s: %s",
                       lc_runtime_name(c->master_rt), port,
-                      r == LC_EREMOTE ? "(it died)"
-                                      : "within the master timeout",
-                      msg);
+                      r == LC_EREMOTE ? "(it died)" : "within the master timeout", msg);
     master_drop(c);
     if (*retry)
       logf_(c, "port %d was taken after all: trying another", port);
@@ -667,8 +667,9 @@ static int cluster_spec(lc_cluster *c, lc__buf *b, int index) {
 static int cluster_json(lc_cluster *c, lc__buf *b, const cworker *w) {
   lc__buf_printf(b, "{\"master\":{\"addr\":\"localhost\",\"port\":%d,\"host\":\"%s\"},",
                  c->master_port, lc_runtime_name(c->master_rt));
-  lc__buf_printf(b, "\"worker_index\":%d,\"worker_count\":%d,\"host\":\"%s\",\"port\":%d,"
-                    "\"gpu\":%d,\"workdir\":\"%s\",\"workers\":[",
+  lc__buf_printf(b,
+                 "\"worker_index\":%d,\"worker_count\":%d,\"host\":\"%s\",\"port\":%d,"
+                 "\"gpu\":%d,\"workdir\":\"%s\",\"workers\":[",
                  w->info.index, w->info.count, w->host, w->info.port, w->info.gpu, w->workdir);
   for (size_t i = 0; i < c->nworkers; i++)
     lc__buf_printf(b, "%s{\"index\":%d,\"host\":\"%s\",\"port\":%d,\"gpu\":%d}", i ? "," : "",
@@ -683,7 +684,7 @@ static int cluster_json(lc_cluster *c, lc__buf *b, const cworker *w) {
 static int worker_spawn(lc_cluster *c, cworker *w) {
   lc__buf spec = {0}, js = {0}, full = {0};
   char *cmd = NULL, *q_dir = NULL, *q_json = NULL, *host_env = NULL, *dir_env = NULL;
-  char *tf_env = NULL, e[5][64];
+  char *tf_env = NULL, e[5][64], label[32];
   const char *more[10];
   char **env = NULL;
   size_t nmore = 0;
@@ -715,15 +716,18 @@ static int worker_spawn(lc_cluster *c, cworker *w) {
   if (host_env == NULL || dir_env == NULL || tf_env == NULL ||
       (env = env_with(c, more, nmore)) == NULL || lc_shell_quote(&q_dir, w->workdir) < 0 ||
       lc_shell_quote(&q_json, js.data) < 0 ||
-      lc__buf_printf(&full, "mkdir -p %s && cd %s && printf '%%s' %s > cluster.json || exit 125\n%s",
-                     q_dir, q_dir, q_json, cmd) < 0) {
+      lc__buf_printf(&full, "mkdir -p %s && cd %s && printf '%%s' %s > cluster.json || exit 125",
+                     q_dir, q_dir, q_json) < 0) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
   eo.env = (const char *const *)env;
   eo.on_line = on_line;
   eo.payload = w->tag;
-  if ((r = lc_runtime_spawn(&w->proc, w->rt, full.data, &eo)) == 0)
+  snprintf(label, sizeof(label), "worker-%d", w->info.index);
+  eo.label = label;
+  /* the directory and cluster.json are made before the command, through the channel */
+  if ((r = lc__runtime_spawn_setup(&w->proc, w->rt, cmd, &eo, full.data)) == 0)
     logf_(c, "%s starting on port %d%s: %s", w->tag->tag, w->info.port,
           w->info.gpu >= 0 ? " with its GPU" : "", cmd);
 out:
@@ -974,8 +978,8 @@ static int workers_finish(lc_cluster *c, const wstart *st) {
 /*
  * Readiness of workers first..: each host with workers not yet listening has its own listing
  * going, one after the other (10 ms apart for the first half second, then 10 ms more each time
- * up to LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no other and
- * a host whose workers are all up is left alone. Ends at the first worker that died.
+ * up to LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no other
+ * and a host whose workers are all up is left alone. Ends at the first worker that died.
  */
 static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
   uint64_t t0 = lc__now_ms();
@@ -1048,8 +1052,8 @@ static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
         if (w->ready)
           continue;
         describe(c, w->tag, w->proc, msg, sizeof(msg));
-        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s",
-                          w->tag->tag, w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
+        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s", w->tag->tag,
+                          w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
         goto out;
       }
     }

@@ -145,7 +145,7 @@ static int append_path(lc__buf *b, const char *path) {
 }
 
 /* Appends a word for the command line that every login shell passes through as it is: anything
- * but letters, digits and ._- becomes _ (it is only a name in the host's process list). */
+ * but letters, digits and ._-@: becomes _ (it is only a name in the host's process list). */
 static int append_word(lc__buf *b, const char *s) {
   int r = 0;
   if ((r = lc__buf_puts(b, " ")) < 0)
@@ -153,14 +153,14 @@ static int append_word(lc__buf *b, const char *s) {
   for (size_t i = 0; s[i] != '\0' && i < 64 && r >= 0; i++) {
     char c = s[i];
     int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-             c == '.' || c == '_' || c == '-';
+             c == '.' || c == '_' || c == '-' || c == '@' || c == ':';
     r = lc__buf_append(b, ok ? &c : "_", 1);
   }
   return r;
 }
 
 /* setup(): the working directory and the environment, for the command alone. */
-static int append_setup(lc__buf *b, const lc_exec_options *opts, lc__err *err) {
+static int append_setup(lc__buf *b, const lc_exec_options *opts, const char *setup, lc__err *err) {
   int r;
   if ((r = lc__buf_puts(b, "setup() {\n:\n")) < 0)
     return r;
@@ -181,12 +181,14 @@ static int append_setup(lc__buf *b, const lc_exec_options *opts, lc__err *err) {
         (r = lc__buf_shell_quote(b, eq + 1)) < 0 || (r = lc__buf_puts(b, "\n")) < 0)
       return r;
   }
+  if (setup != NULL && ((r = lc__buf_puts(b, setup)) < 0 || (r = lc__buf_puts(b, "\n")) < 0))
+    return r;
   return lc__buf_puts(b, "}\n");
 }
 
 int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
                         const lc_exec_options *opts, int heartbeat_s, int grace_ms,
-                        const char *cleanup, const char *host, lc__err *err) {
+                        const char *setup, const char *cleanup, const char *host, lc__err *err) {
   const char *label = opts != NULL && opts->version >= 2 ? opts->label : NULL;
   int r;
 
@@ -198,7 +200,7 @@ int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
   /* one compound command, read whole before it runs; the mark first */
   if ((r = lc__buf_puts(script, "{\nprintf '" LC__COMMAND_MARK_SH "'; printf '" LC__COMMAND_MARK_SH
                                 "' >&2\n")) < 0 ||
-      (r = append_setup(script, opts, err)) < 0)
+      (r = append_setup(script, opts, setup, err)) < 0)
     goto out;
   if (heartbeat_s >= 0) {
     if ((r = lc__buf_printf(script, "hb=%d g=%d x=", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||

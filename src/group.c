@@ -328,7 +328,7 @@ static void step_start(ghost *h) {
   switch (s->kind) {
   case STEP_RUN:
     host_log(h, "step %zu: run %s", h->step + 1, s->a);
-    r = lc__proc_new(&h->p, h->rt, s->a, &eo, 1, NULL);
+    r = lc__proc_new(&h->p, h->rt, s->a, &eo, 1, NULL, NULL);
     if (r < 0)
       lc__err_set(&err, r, "%s", lc_error_last());
     break;

@@ -580,7 +580,7 @@ static void free_fn(lc__call *c) {
 }
 
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
-                 int lifeline, const char *cleanup) {
+                 int lifeline, const char *setup, const char *cleanup) {
   lc_process *p = NULL;
   lc__buf cmd = {0}, script = {0};
   lc__err err = {0};
@@ -591,7 +591,7 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
     return lc__error_set(-EINVAL, "exec: no runtime or no command given");
   if ((r = lc__command_compose(&cmd, &script, command, opts,
                                lifeline ? (rt->opts.heartbeat_timeout_ms + 999) / 1000 : -1,
-                               rt->opts.kill_grace_ms, cleanup, rt->name, &err)) < 0) {
+                               rt->opts.kill_grace_ms, setup, cleanup, rt->name, &err)) < 0) {
     lc__buf_free(&cmd);
     lc__buf_free(&script);
     return lc__err_raise(&err);
@@ -631,8 +631,13 @@ static int proc_start(lc_process *p) {
 
 int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
                      const lc_exec_options *opts) {
+  return lc__runtime_spawn_setup(out, rt, command, opts, NULL);
+}
+
+int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *command,
+                            const lc_exec_options *opts, const char *setup) {
   int r;
-  if ((r = lc__proc_new(out, rt, command, opts, 1, NULL)) < 0)
+  if ((r = lc__proc_new(out, rt, command, opts, 1, setup, NULL)) < 0)
     return r;
   if ((r = proc_start(*out)) < 0)
     *out = NULL;
@@ -642,7 +647,7 @@ int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
 int lc__runtime_spawn_plain(lc_process **out, lc_runtime *rt, const char *command,
                             const lc_exec_options *opts) {
   int r;
-  if ((r = lc__proc_new(out, rt, command, opts, 0, NULL)) < 0)
+  if ((r = lc__proc_new(out, rt, command, opts, 0, NULL, NULL)) < 0)
     return r;
   if ((r = proc_start(*out)) < 0)
     *out = NULL;
@@ -740,7 +745,7 @@ int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const cha
   } else {
     r = lc__command_get_file(&script, remote);
   }
-  if (r < 0 || (r = lc__proc_new(&p, rt, script.data, NULL, 0, NULL)) < 0) {
+  if (r < 0 || (r = lc__proc_new(&p, rt, script.data, NULL, 0, NULL, NULL)) < 0) {
     r = lc__err_set(err, r, "%s", r == -ENOMEM ? "out of memory" : lc_error_last());
     goto out;
   }
@@ -916,7 +921,7 @@ static int workdir_begin_locked(lc_runtime *rt) {
   }
   eo.on_line = workdir_line;
   eo.payload = w;
-  if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, cleanup.data)) < 0)
+  if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0)
     goto out;
   if ((r = proc_start(p)) < 0)
     goto out;

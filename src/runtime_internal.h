@@ -154,8 +154,11 @@ struct lc_runtime {
 };
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
+/* setup (NULL for none): sh text run before the command, after its cwd and environment, in the
+ * process that then runs it; it travels with the script, never in a command line. */
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
-                 const lc_exec_options *opts, int lifeline, const char *cleanup);
+                 const lc_exec_options *opts, int lifeline, const char *setup,
+                 const char *cleanup);
 int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
                  const char *remote, const void *data, size_t len, unsigned int mode,
                  lc__err *err);
@@ -235,7 +238,7 @@ lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
  * cleanup (NULL for none) runs after a lifeline ends its group. */
 int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
                         const lc_exec_options *opts, int heartbeat_s, int grace_ms,
-                        const char *cleanup, const char *host, lc__err *err);
+                        const char *setup, const char *cleanup, const char *host, lc__err *err);
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
 int lc__command_get_file(lc__buf *out, const char *path);
 /* Makes working directory NAME under root and prints its path; unless keep, it then stays (the
@@ -244,6 +247,10 @@ int lc__command_get_file(lc__buf *out, const char *path);
  * listing of ports), where the wrapper's start would be most of the cost. */
 int lc__runtime_spawn_plain(lc_process **out, lc_runtime *rt, const char *command,
                             const lc_exec_options *opts);
+/* lc_runtime_spawn with setup text (lc__proc_new): what a cluster writes into a worker's
+ * directory before the worker starts. */
+int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *command,
+                            const lc_exec_options *opts, const char *setup);
 /* Starts making rt's working directory without waiting (lc_runtime_workdir then waits for it),
  * so that many hosts make theirs at once. 0 when started or already there. Any thread but the
  * engine's. */

@@ -108,7 +108,7 @@ typedef struct lc_exec_options {
   /**
    * Version 2. A short name for the process, shown in the host's process list after the host's
    * name (`/bin/sh -s lc-lifeline lab3 worker-5`); characters other than letters, digits and
-   * `._-` show as `_`. NULL: none. No value ever travels in a command line: the working
+   * `._-@:` show as `_`. NULL: none. No value ever travels in a command line: the working
    * directory, the environment and the command reach the host through the channel.
    */
   const char *label;
