@@ -155,10 +155,12 @@ typedef struct seen {
   char line[512];
 } seen;
 
+/* needle found anywhere, or at the start when it begins with '^' */
 static int cmdline_has(long pid, const char *text, const void *arg) {
   seen *s = (seen *)arg;
   (void)pid;
-  if (strstr(text, s->needle) == NULL)
+  if (s->needle[0] == '^' ? strncmp(text, s->needle + 1, strlen(s->needle + 1)) != 0
+                          : strstr(text, s->needle) == NULL)
     return 0;
   snprintf(s->line, sizeof(s->line), "%s", text);
   return 1;
@@ -176,13 +178,14 @@ static void check_ps(lc_runtime *rt, const char *user) {
   eo.env = env;
   eo.label = "probe-7";
   LC_REQUIRE_OK(lc_runtime_spawn(&p, rt, "exec sleep 4711", &eo));
-  s.needle = "sleep 4711";
+  s.needle = "^sleep 4711";
   for (int i = 0; i < 100 && (n = th_each_proc(HOST, "cmdline", cmdline_has, &s)) < 1; i++)
     usleep(100 * 1000);
   LC_CHECK(n == 1);
+  /* the wrapper, and its reader and watchdog (subshells: the same line) */
   snprintf(want, sizeof(want), "/bin/sh -s lc-lifeline %s@%s probe-7 ", user, HOST_NAME);
-  s.needle = "lc-lifeline";
-  LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 1);
+  s.needle = "probe-7";
+  LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
   LC_CHECK_STR(s.line, want);
   s.needle = secret;
   LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 0);
@@ -226,6 +229,20 @@ static void check_cluster(const char *host) {
     LC_CHECK_CONTAINS(col.text[0], "LAZYCLUSTER_MASTER_PORT=61700\n");
     LC_CHECK_CONTAINS(col.text[0], "\"master\"");
     collect_free(&col);
+    /* no context value in any command line on the host: the worker shows as its command */
+    {
+      seen s = {.needle = "LAZYCLUSTER_"};
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 0);
+      s.needle = "TF_CONFIG";
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 0);
+      s.needle = "cluster.json";
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 0);
+      s.needle = "^python3 -m http.server";
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 1);
+      s.needle = "lc-lifeline";
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
+      LC_CHECK_CONTAINS(s.line, " worker-0 ");
+    }
   }
   lc_cluster_free(c);
   lc_group_free(g);
@@ -237,7 +254,7 @@ static void check_sigkill(const char *host) {
   int fds[2], status, n = -1;
   char c, pattern[32];
   pid_t pid;
-  snprintf(pattern, sizeof(pattern), "sleep 48%02d", (int)(getpid() % 100));
+  snprintf(pattern, sizeof(pattern), "^sleep 48%02d", (int)(getpid() % 100));
   LC_REQUIRE(pipe(fds) == 0);
   if ((pid = fork()) == 0) {
     lc_engine *e = NULL;
@@ -246,7 +263,7 @@ static void check_sigkill(const char *host) {
     lc_runtime_options o = th_options();
     close(fds[0]);
     if (lc_engine_new(&e, NULL) < 0 || lc_runtime_new_ssh(&rt, e, host, &o) < 0 ||
-        lc_runtime_spawn(&p, rt, pattern, NULL) < 0 || write(fds[1], "r", 1) != 1)
+        lc_runtime_spawn(&p, rt, pattern + 1, NULL) < 0 || write(fds[1], "r", 1) != 1)
       _exit(3);
     for (;;)
       pause();
