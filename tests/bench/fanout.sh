@@ -5,22 +5,28 @@
 # clush (apt-get install -y pdsh clustershell).
 #
 # Usage: tests/bench/fanout.sh [--rounds N] [--hosts "16 64"] [--lc PATH] [--dir DIR]
-#                              [--markdown FILE] [--no-remote]
+#                              [--user NAME] [--markdown FILE] [--no-remote]
 #   --rounds N       timed rounds per host count (default 15), after one untimed warm-up round
 #   --hosts LIST     host counts to run, in order (default "16 64")
 #   --lc PATH        the lazyclusterctl binary (default build/lazyclusterctl)
 #   --dir DIR        testhosts directory (default /tmp/lc-fanout.PID); always taken down at the end
+#   --user NAME      log in as this user of the test hosts instead of root, with every tool, so the
+#                    commands run under that user's login shell: lcsh (/bin/sh = dash), lcbash,
+#                    lczsh, lcksh, lcash, lcfish, lctcsh, lccsh, lcgreet... (tests/support/README.md).
+#                    The remote-cost rows need a POSIX login shell (the plain-ssh row quotes for sh)
 #   --markdown FILE  also write the result tables (markdown) to FILE
 #   --no-remote      skip the per-exec remote cost measurement (lifeline wrapper vs plain ssh)
 #
 # What each variant runs (fan-out = the host count, so every tool starts all hosts at once):
-#   lazyclusterctl  exec -F CONFIG --hosts lab0,..,labN-1 --fanout N -- true
+#   lazyclusterctl  exec -F CONFIG --hosts lab0,..,labN-1 --fanout N -- true (USER@labI with --user)
 #                   one process, libssh (negotiates curve25519-sha256), one connection per host,
 #                   the command runs on each host inside the lifeline wrapper (src/command.c)
 #   pdsh            pdsh -R ssh -S -f N -w lab[0-N-1] true, PDSH_SSH_ARGS_APPEND="-F CONFIG"
+#                   (-l USER with --user)
 #                   forks one OpenSSH `ssh` per host (OpenSSH 9.x default kex:
 #                   sntrup761x25519-sha512)
 #   clush           clush -S -f N -w lab[0-N-1] -o "-F CONFIG" true (Python; one `ssh` per host)
+#                   (-l USER with --user)
 #   ... +c25519     the same with -o KexAlgorithms=curve25519-sha256 added to ssh's options
 #
 # Measured per run: wall time (bash $EPOCHREALTIME around the command), CPU = user+sys of the tool
@@ -42,6 +48,7 @@ LC=$ROOT/build/lazyclusterctl
 DIR=/tmp/lc-fanout.$$
 MARKDOWN=
 REMOTE=1
+RUSER=
 
 die() {
   printf 'fanout.sh: %s\n' "$*" >&2
@@ -53,6 +60,7 @@ while (($#)); do
   --hosts) HOSTCOUNTS=${2:?}; shift 2 ;;
   --lc) LC=${2:?}; shift 2 ;;
   --dir) DIR=${2:?}; shift 2 ;;
+  --user) RUSER=${2:?}; shift 2 ;;
   --markdown) MARKDOWN=${2:?}; shift 2 ;;
   --no-remote) REMOTE=0; shift ;;
   -h | --help) sed -n '2,/^$/{s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"; exit 0 ;;
@@ -61,6 +69,7 @@ while (($#)); do
 done
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds wants a positive number"
 for n in $HOSTCOUNTS; do [[ $n =~ ^[1-9][0-9]*$ ]] && ((n <= 240)) || die "bad host count $n"; done
+[[ -z $RUSER || $RUSER =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user wants a user name, got '$RUSER'"
 [[ $LC == /* ]] || LC=$PWD/$LC
 [[ -x $LC ]] || die "$LC is not built (cmake --build build --target lazyclusterctl, or --lc PATH)"
 for t in pdsh clush ssh base64; do
@@ -83,6 +92,10 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 VARIANTS=(lazyclusterctl pdsh pdsh+c25519 clush clush+c25519)
+# --user: the user in front of each host for lazyclusterctl and ssh, -l USER for pdsh and clush
+AT=
+LOGIN=()
+if [[ -n $RUSER ]]; then AT=$RUSER@; LOGIN=(-l "$RUSER"); fi
 KEX_CURVE=curve25519-sha256
 
 # ---------------------------------------------------------------------------------------------
@@ -126,12 +139,12 @@ run_variant() {
   local wl="lab[0-$((n - 1))]"
   case $name in
   lazyclusterctl) cmd=("$LC" exec -F "$conf" --hosts "$LCLIST" --fanout "$n" -- true) ;;
-  pdsh) export PDSH_SSH_ARGS_APPEND="-F $conf"; cmd=(pdsh -R ssh -S -f "$n" -w "$wl" true) ;;
+  pdsh) export PDSH_SSH_ARGS_APPEND="-F $conf"; cmd=(pdsh -R ssh -S "${LOGIN[@]}" -f "$n" -w "$wl" true) ;;
   pdsh+c25519)
     export PDSH_SSH_ARGS_APPEND="-F $conf -o KexAlgorithms=$KEX_CURVE"
-    cmd=(pdsh -R ssh -S -f "$n" -w "$wl" true) ;;
-  clush) cmd=(clush -S -f "$n" -w "$wl" -o "-F $conf" true) ;;
-  clush+c25519) cmd=(clush -S -f "$n" -w "$wl" -o "-F $conf -o KexAlgorithms=$KEX_CURVE" true) ;;
+    cmd=(pdsh -R ssh -S "${LOGIN[@]}" -f "$n" -w "$wl" true) ;;
+  clush) cmd=(clush -S "${LOGIN[@]}" -f "$n" -w "$wl" -o "-F $conf" true) ;;
+  clush+c25519) cmd=(clush -S "${LOGIN[@]}" -f "$n" -w "$wl" -o "-F $conf -o KexAlgorithms=$KEX_CURVE" true) ;;
   esac
   sleep 0.3 # the previous run's sshd processes finish and are accounted before the snapshot
   sshd_ticks; k0=$SSHD_TICKS
@@ -159,20 +172,21 @@ sanity() {
   local wl="lab[0-$((n - 1))]"
   for name in "${VARIANTS[@]}"; do
     case $name in
-    lazyclusterctl) got=$("$LC" exec -F "$conf" --hosts "$LCLIST" -- hostname 2>&1 | sort -u | grep -c '^\[lab[0-9]*\] lab[0-9]*$') ;;
-    pdsh*) got=$(PDSH_SSH_ARGS_APPEND="-F $conf" pdsh -R ssh -f "$n" -w "$wl" hostname 2>&1 | sort -u | grep -c '^lab[0-9]*: lab[0-9]*$') ;;
-    clush*) got=$(clush -f "$n" -w "$wl" -o "-F $conf" hostname 2>&1 | sort -u | grep -c '^lab[0-9]*: lab[0-9]*$') ;;
+    lazyclusterctl) got=$("$LC" exec -F "$conf" --hosts "$LCLIST" -- hostname 2>&1 | sort -u | grep -c "^\[${AT}lab[0-9]*\] lab[0-9]*\$") ;;
+    pdsh*) got=$(PDSH_SSH_ARGS_APPEND="-F $conf" pdsh -R ssh "${LOGIN[@]}" -f "$n" -w "$wl" hostname 2>&1 | sort -u | grep -c '^lab[0-9]*: lab[0-9]*$') ;;
+    clush*) got=$(clush "${LOGIN[@]}" -f "$n" -w "$wl" -o "-F $conf" hostname 2>&1 | sort -u | grep -c '^lab[0-9]*: lab[0-9]*$') ;;
     esac
-    [[ $got == "$n" ]] || die "$name: $got of $n hosts answered the sanity check"
+    [[ $got == "$n" ]] || die "$name: $got of $n hosts answered the sanity check${RUSER:+ (as $RUSER)}"
   done
 }
 
 kex_of() { # the key exchange OpenSSH negotiates with lab0, given extra ssh options
-  ssh -v -F "$1" "${@:2}" -o BatchMode=yes lab0 true 2>&1 </dev/null |
+  ssh -v -F "$1" "${@:2}" -o BatchMode=yes "${AT}lab0" true 2>&1 </dev/null |
     sed -n 's/^debug1: kex: algorithm: //p' | head -1
 }
 
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit} if (NR%2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+# (printf, not print: awk prints a non-whole 1015040.5 as 1.01504e+06, which bc reads as 0)
+median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit} if (NR%2) m = v[(NR+1)/2]; else m = (v[NR/2]+v[NR/2+1])/2; printf "%.3f\n", m}'; }
 
 # ---------------------------------------------------------------------------------------------
 # Remote per-exec cost: what the lifeline wrapper adds on the host, against a plain `ssh host true`.
@@ -181,26 +195,26 @@ REMOTE_MD=
 remote_cost() {
   local conf=$1 i b64 q s t0 t1 r
   local -a argv
-  b64=$("$LC" exec -F "$conf" --hosts lab0 -- 'base64 -w0 /proc/$PPID/cmdline; echo' 2>/dev/null |
-    sed -n 's/^\[lab0\] //p')
+  b64=$("$LC" exec -F "$conf" --hosts "${AT}lab0" -- 'base64 -w0 /proc/$PPID/cmdline; echo' 2>/dev/null |
+    sed -n "s/^\[${AT}lab0\] //p")
   mapfile -d '' -t argv < <(printf '%s' "$b64" | base64 -d 2>/dev/null)
   if [[ ${#argv[@]} -lt 7 || ${argv[3]} != lc-lifeline ]]; then
     printf 'fanout.sh: could not read the lifeline wrapper from lab0; skipping the remote cost\n' >&2
     return 0
   fi
   printf '%s' "${argv[2]}" >"$DIR/lifeline.sh"
-  # the command as lazyclusterctl sends it, for plain ssh (the login shell undoes the quoting)
-  q="exec /bin/sh -c $(printf '%q' "${argv[2]}") lc-lifeline ${argv[4]} ${argv[5]} true"
+  # the command as lazyclusterctl sends it, for plain ssh (a POSIX login shell undoes the quoting)
+  q="exec /bin/sh -c '${argv[2]//\'/\'\\\'\'}' lc-lifeline ${argv[4]} ${argv[5]} true"
   local -A w
   for ((r = 1; r <= ROUNDS; r++)); do
     for s in ssh ssh+lifeline lazyclusterctl; do
       sleep 0.1
       t0=${EPOCHREALTIME/./}
       case $s in
-      ssh) ssh -F "$conf" -o KexAlgorithms=$KEX_CURVE lab0 true </dev/null ;;
+      ssh) ssh -F "$conf" -o KexAlgorithms=$KEX_CURVE "${AT}lab0" true </dev/null ;;
       # stdin stays open (the lifeline stops its command on EOF), as lazyclusterctl keeps it
-      ssh+lifeline) ssh -F "$conf" -o KexAlgorithms=$KEX_CURVE lab0 "$q" < <(exec sleep 2) ;;
-      lazyclusterctl) "$LC" exec -F "$conf" --hosts lab0 -- true >/dev/null ;;
+      ssh+lifeline) ssh -F "$conf" -o KexAlgorithms=$KEX_CURVE "${AT}lab0" "$q" < <(exec sleep 2) ;;
+      lazyclusterctl) "$LC" exec -F "$conf" --hosts "${AT}lab0" -- true >/dev/null ;;
       esac
       t1=${EPOCHREALTIME/./}
       w[$s]+="$((t1 - t0)) "
@@ -232,12 +246,12 @@ EOF
   m_wrap=$(tr ' ' '\n' <<<"${w[ssh+lifeline]}" | grep . | median)
   m_lc=$(tr ' ' '\n' <<<"${w[lazyclusterctl]}" | grep . | median)
   REMOTE_MD=$(
-    printf '| one host (lab0), %s rounds alternating | median wall ms |\n|---|---|\n' "$ROUNDS"
-    printf '| `ssh -o KexAlgorithms=curve25519-sha256 lab0 true` | %.1f |\n' "$(bc -l <<<"$m_ssh/1000")"
+    printf '| one host (%slab0), %s rounds alternating | median wall ms |\n|---|---|\n' "$AT" "$ROUNDS"
+    printf '| `ssh -o KexAlgorithms=curve25519-sha256 %slab0 true` | %.1f |\n' "$AT" "$(bc -l <<<"$m_ssh/1000")"
     printf '| the same ssh running the lifeline wrapper around `true` | %.1f |\n' "$(bc -l <<<"$m_wrap/1000")"
-    printf '| `lazyclusterctl exec --hosts lab0 -- true` | %.1f |\n' "$(bc -l <<<"$m_lc/1000")"
+    printf '| `lazyclusterctl exec --hosts %slab0 -- true` | %.1f |\n' "$AT" "$(bc -l <<<"$m_lc/1000")"
     if [[ -n $loop_us ]]; then
-      printf '\n| on the host, no SSH, 100 runs each (%s processes on the machine) | wall ms/run | CPU ms/run |\n|---|---|---|\n' "$procs"
+      printf '\n| on the host as root, no SSH, 100 runs each (%s processes on the machine) | wall ms/run | CPU ms/run |\n|---|---|---|\n' "$procs"
       printf '| `sh -c <lifeline> lc-lifeline 15 30 true` | %.2f | %.2f |\n' \
         "$(bc -l <<<"$wrap_us/1000")" "$(bc -l <<<"($c1-$c0)/100")"
       printf '| `sh -c true` | %.2f | %.2f |\n' "$(bc -l <<<"$plain_us/1000")" "$(bc -l <<<"($c2-$c1)/100")"
@@ -262,8 +276,13 @@ for n in $HOSTCOUNTS; do
   CONF=$("$TESTHOSTS" up "$n" --dir "$DIR") || die "testhosts up $n failed"
   SSHD_PIDS=()
   for ((i = 0; i < n; i++)); do SSHD_PIDS+=("$(cat "$DIR/hosts/$i/sshd.pid")"); done
-  LCLIST=lab0
-  for ((i = 1; i < n; i++)); do LCLIST+=",lab$i"; done
+  LCLIST=${AT}lab0
+  for ((i = 1; i < n; i++)); do LCLIST+=",${AT}lab$i"; done
+  if [[ -n $RUSER && -z ${RSHELL:-} ]]; then
+    RSHELL=$(awk -v u="$RUSER" '$1 == u { print $3 " (" $4 ")" }' "$DIR/users.txt")
+    [[ -n $RSHELL ]] || die "--user $RUSER: no such user on the test hosts (see $DIR/users.txt)"
+    printf 'fanout.sh: as %s, login shell %s\n' "$RUSER" "$RSHELL" >&2
+  fi
   if [[ -z $KEX_LINE ]]; then
     KEX_LINE="OpenSSH's key exchange with these hosts: $(kex_of "$CONF") by default, $(kex_of "$CONF" -o KexAlgorithms=$KEX_CURVE) with -o KexAlgorithms=$KEX_CURVE; libssh $(dpkg-query -W -f '${Version}' libssh-4 2>/dev/null) offers no sntrup761 and gets curve25519-sha256"
     printf 'fanout.sh: %s\n' "$KEX_LINE" >&2
@@ -312,7 +331,13 @@ TABLE=$(
 {
   printf 'Run %s on %s; %s. Load average %s before, %s after. lazyclusterctl at %s.\n' \
     "$START" "$MACHINE" "$VERSIONS" "$LOAD0" "$LOAD1" "$COMMIT"
-  printf '%s rounds per host count after one warm-up round, the five variants alternating in a rotating order.\n\n' "$ROUNDS"
+  printf '%s rounds per host count after one warm-up round, the five variants alternating in a rotating order.' "$ROUNDS"
+  if [[ -n $RUSER ]]; then
+    printf ' Every tool logs in as %s, login shell %s on the hosts.' "$RUSER" "$RSHELL"
+  else
+    printf ' Every tool logs in as root (login shell /bin/bash).'
+  fi
+  printf '\n\n' 
   printf '%s\n' "$TABLE"
   printf '\n%s\n' "$KEX_LINE."
   if [[ -n $REMOTE_MD ]]; then printf '\n%s\n' "$REMOTE_MD"; fi
