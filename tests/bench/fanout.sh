@@ -15,7 +15,9 @@
 #                    lczsh, lcksh, lcash, lcfish, lctcsh, lccsh, lcgreet... (tests/support/README.md).
 #                    The remote-cost rows need a POSIX login shell (the plain-ssh row quotes for sh)
 #   --markdown FILE  also write the result tables (markdown) to FILE
-#   --no-remote      skip the per-exec remote cost measurement (lifeline wrapper vs plain ssh)
+#   --no-remote      skip the per-exec remote cost measurement (one host: ssh and exec wall time;
+#                    on the host: tests/bench/wrapcost as the user, its CPU per command)
+#   --wrapcost PATH  the wrapcost binary (default: tests/bench/wrapcost beside --lc's build)
 #
 # What each variant runs (fan-out = the host count, so every tool starts all hosts at once):
 #   lazyclusterctl  exec -F CONFIG --hosts lab0,..,labN-1 --fanout N -- true (USER@labI with --user)
@@ -45,6 +47,7 @@ TESTHOSTS=$ROOT/tests/support/testhosts
 ROUNDS=15
 HOSTCOUNTS="16 64"
 LC=$ROOT/build/lazyclusterctl
+WRAPCOST=
 DIR=/tmp/lc-fanout.$$
 MARKDOWN=
 REMOTE=1
@@ -59,6 +62,7 @@ while (($#)); do
   --rounds) ROUNDS=${2:?}; shift 2 ;;
   --hosts) HOSTCOUNTS=${2:?}; shift 2 ;;
   --lc) LC=${2:?}; shift 2 ;;
+  --wrapcost) WRAPCOST=${2:?}; shift 2 ;;
   --dir) DIR=${2:?}; shift 2 ;;
   --user) RUSER=${2:?}; shift 2 ;;
   --markdown) MARKDOWN=${2:?}; shift 2 ;;
@@ -72,6 +76,7 @@ for n in $HOSTCOUNTS; do [[ $n =~ ^[1-9][0-9]*$ ]] && ((n <= 240)) || die "bad h
 [[ -z $RUSER || $RUSER =~ ^[a-z_][a-z0-9_-]*$ ]] || die "--user wants a user name, got '$RUSER'"
 [[ $LC == /* ]] || LC=$PWD/$LC
 [[ -x $LC ]] || die "$LC is not built (cmake --build build --target lazyclusterctl, or --lc PATH)"
+[[ -n $WRAPCOST ]] || WRAPCOST=$(dirname -- "$LC")/tests/bench/wrapcost
 for t in pdsh clush ssh base64; do
   command -v "$t" >/dev/null || die "$t not found (apt-get install -y pdsh clustershell)"
 done
@@ -193,69 +198,40 @@ median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit} if (NR%2)
 
 REMOTE_MD=
 remote_cost() {
-  local conf=$1 i b64 q s t0 t1 r
-  local -a argv
-  b64=$("$LC" exec -F "$conf" --hosts "${AT}lab0" -- 'base64 -w0 /proc/$PPID/cmdline; echo' 2>/dev/null |
-    sed -n "s/^\[${AT}lab0\] //p")
-  mapfile -d '' -t argv < <(printf '%s' "$b64" | base64 -d 2>/dev/null)
-  if [[ ${#argv[@]} -lt 7 || ${argv[3]} != lc-lifeline ]]; then
-    printf 'fanout.sh: could not read the lifeline wrapper from lab0; skipping the remote cost\n' >&2
-    return 0
-  fi
-  printf '%s' "${argv[2]}" >"$DIR/lifeline.sh"
-  # the command as lazyclusterctl sends it, for plain ssh (a POSIX login shell undoes the quoting)
-  q="exec /bin/sh -c '${argv[2]//\'/\'\\\'\'}' lc-lifeline ${argv[4]} ${argv[5]} true"
+  local conf=$1 s t0 t1 r user shell
   local -A w
   for ((r = 1; r <= ROUNDS; r++)); do
-    for s in ssh ssh+lifeline lazyclusterctl; do
+    for s in ssh lazyclusterctl; do
       sleep 0.1
       t0=${EPOCHREALTIME/./}
       case $s in
       ssh) ssh -F "$conf" -o KexAlgorithms=$KEX_CURVE "${AT}lab0" true </dev/null ;;
-      # stdin stays open (the lifeline stops its command on EOF), as lazyclusterctl keeps it
-      ssh+lifeline) ssh -F "$conf" -o KexAlgorithms=$KEX_CURVE "${AT}lab0" "$q" < <(exec sleep 2) ;;
       lazyclusterctl) "$LC" exec -F "$conf" --hosts "${AT}lab0" -- true >/dev/null ;;
       esac
       t1=${EPOCHREALTIME/./}
       w[$s]+="$((t1 - t0)) "
     done
   done
-  # on the host itself, no SSH: the wrapper around `true` against `sh -c true`, 100 times each
-  cat >"$DIR/loop.sh" <<'EOF'
-S=$(cat "$1/lifeline.sh")
-exec 0< <(exec sleep 120); sp=$!
-t0=${EPOCHREALTIME/./}; times >"$1/c0"
-for i in $(seq 100); do /bin/sh -c "$S" lc-lifeline 15 30 true; done
-t1=${EPOCHREALTIME/./}; times >"$1/c1"
-for i in $(seq 100); do /bin/sh -c true; done
-t2=${EPOCHREALTIME/./}; times >"$1/c2"
-kill $sp
-echo "$(( (t1 - t0) / 100 )) $(( (t2 - t1) / 100 ))"
-EOF
-  local loop_us wrap_us plain_us c0 c1 c2 procs
-  loop_us=$(LC_TESTHOSTS_DIR=$DIR "$TESTHOSTS" exec 0 -- bash "$DIR/loop.sh" "$DIR" 2>/dev/null) || loop_us=
-  procs=$(ls -d /proc/[0-9]* | wc -l)
-  if [[ -n $loop_us ]]; then
-    read -r wrap_us plain_us <<<"$loop_us"
-    child_ms "$DIR/c0"; c0=$CHILD_MS
-    child_ms "$DIR/c1"; c1=$CHILD_MS
-    child_ms "$DIR/c2"; c2=$CHILD_MS
+  # on the host itself, no SSH, as the user with its login shell: tests/bench/wrapcost runs the
+  # library's own text as sshd would (`SHELL -c LINE`, the script into stdin)
+  user=${RUSER:-root}
+  shell=$(LC_TESTHOSTS_DIR=$DIR "$TESTHOSTS" exec 0 -- getent passwd "$user" | cut -d: -f7)
+  local host_md=
+  if [[ -x $WRAPCOST && -n $shell ]]; then
+    host_md=$(LC_TESTHOSTS_DIR=$DIR "$TESTHOSTS" exec 0 -- runuser -u "$user" -- \
+      "$WRAPCOST" --shell "$shell" --runs 200 2>&1) || host_md="wrapcost failed: $host_md"
+  else
+    host_md="(no $WRAPCOST: build the target lc_wrapcost)"
   fi
-  local m_ssh m_wrap m_lc
+  local m_ssh m_lc
   m_ssh=$(tr ' ' '\n' <<<"${w[ssh]}" | grep . | median)
-  m_wrap=$(tr ' ' '\n' <<<"${w[ssh+lifeline]}" | grep . | median)
   m_lc=$(tr ' ' '\n' <<<"${w[lazyclusterctl]}" | grep . | median)
   REMOTE_MD=$(
     printf '| one host (%slab0), %s rounds alternating | median wall ms |\n|---|---|\n' "$AT" "$ROUNDS"
     printf '| `ssh -o KexAlgorithms=curve25519-sha256 %slab0 true` | %.1f |\n' "$AT" "$(bc -l <<<"$m_ssh/1000")"
-    printf '| the same ssh running the lifeline wrapper around `true` | %.1f |\n' "$(bc -l <<<"$m_wrap/1000")"
     printf '| `lazyclusterctl exec --hosts %slab0 -- true` | %.1f |\n' "$AT" "$(bc -l <<<"$m_lc/1000")"
-    if [[ -n $loop_us ]]; then
-      printf '\n| on the host as root, no SSH, 100 runs each (%s processes on the machine) | wall ms/run | CPU ms/run |\n|---|---|---|\n' "$procs"
-      printf '| `sh -c <lifeline> lc-lifeline 15 30 true` | %.2f | %.2f |\n' \
-        "$(bc -l <<<"$wrap_us/1000")" "$(bc -l <<<"($c1-$c0)/100")"
-      printf '| `sh -c true` | %.2f | %.2f |\n' "$(bc -l <<<"$plain_us/1000")" "$(bc -l <<<"($c2-$c1)/100")"
-    fi
+    printf '\nOn lab0 as %s, no SSH (tests/bench/wrapcost: CPU = user+sys of everything one command ran, from the login shell'"'"'s start to the wrapper'"'"'s exit; %s processes on the machine):\n\n%s\n' \
+      "$user" "$(ls -d /proc/[0-9]* | wc -l)" "$host_md"
   )
 }
 

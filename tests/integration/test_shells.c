@@ -318,12 +318,41 @@ AS(lcgreet)
 AS(lcgreetfish)
 AS(lcgreetcsh)
 
+/*
+ * A login shell that never runs the command (here an rc file that exits first, as a broken
+ * .bashrc or a nologin shell does): the error says so, with what it printed, and the exit status.
+ */
+static void test_login_shell_that_never_runs_the_command(void) {
+  char path[4096], saved[4096];
+  lc_runtime *rt = NULL;
+  lc_runtime_options o = th_options();
+  lc_exec_result res = {0};
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/hosts/%d/users/lcgreet/.bashrc", th_dir(), HOST);
+  snprintf(saved, sizeof(saved), "%s.saved", path);
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lcgreet@" HOST_NAME, &o));
+  LC_REQUIRE(rename(path, saved) == 0);
+  if ((f = fopen(path, "w")) != NULL) {
+    fputs("echo 'this host is closed for maintenance' >&2\nexit 7\n", f);
+    fclose(f);
+  }
+  LC_CHECK(lc_runtime_exec(&res, rt, "echo never", NULL) == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "lcgreet@lab1: the login shell did not run the command "
+                                     "(exit status 7): it said \"this host is closed for "
+                                     "maintenance\"");
+  LC_CHECK(rename(saved, path) == 0);
+  LC_CHECK(lc_runtime_exec(&res, rt, "true", NULL) == 0 && res.exit_status == 0);
+  lc_runtime_free(rt);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_lcbash),      LC_TEST(test_lcsh),      LC_TEST(test_lczsh),
-      LC_TEST(test_lcksh),       LC_TEST(test_lcash),     LC_TEST(test_lcfish),
-      LC_TEST(test_lctcsh),      LC_TEST(test_lccsh),     LC_TEST(test_lcgreet),
-      LC_TEST(test_lcgreetfish), LC_TEST(test_lcgreetcsh)};
+      LC_TEST(test_lcbash),     LC_TEST(test_lcsh),
+      LC_TEST(test_lczsh),      LC_TEST(test_lcksh),
+      LC_TEST(test_lcash),      LC_TEST(test_lcfish),
+      LC_TEST(test_lctcsh),     LC_TEST(test_lccsh),
+      LC_TEST(test_lcgreet),    LC_TEST(test_lcgreetfish),
+      LC_TEST(test_lcgreetcsh), LC_TEST(test_login_shell_that_never_runs_the_command)};
   int r;
   signal(SIGPIPE, SIG_IGN);
   if (lc_engine_new(&engine, NULL) < 0) {
