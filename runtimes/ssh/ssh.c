@@ -548,7 +548,14 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   sconn *c = h->data;
   (void)events;
   if (status < 0 && c->state != C_READY) {
-    lc__ssh_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
+    if (c->host.proxy_command != NULL) {
+      char note[400];
+      proxy_note(c, note, sizeof(note));
+      lc__ssh_fail(c, LC_ECLOSED, "%s: %s through the ProxyCommand '%s' failed: %s%s", c->where,
+                   c->phase, c->host.proxy_command, uv_strerror(status), note);
+    } else {
+      lc__ssh_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
+    }
     return;
   }
   conn_drive(c);
@@ -875,6 +882,14 @@ static void conn_drive(sconn *c) {
     /* fall through */
   case C_AUTH:
     r = auth_step(c);
+    if (r == SSH_AUTH_AGAIN && (ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR))) {
+      lc__ssh_fail(c, LC_EAUTH,
+                   "%s: the host closed the connection during authentication as %s (too many "
+                   "keys offered for its MaxAuthTries? IdentitiesOnly yes offers only the "
+                   "IdentityFile keys): %s",
+                   c->where, c->host.user ? c->host.user : "the local user", lc__ssh_err(c));
+      return;
+    }
     if (r == SSH_AUTH_AGAIN)
       break;
     if (r == SSH_AUTH_SUCCESS) {
