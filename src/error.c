@@ -4,7 +4,9 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static _Thread_local char last_error[LC_ERRMSG_MAX];
@@ -28,7 +30,7 @@ const char *lc_strerror(int err) {
   switch (err) {
   case 0:
     return "success";
-#define LC__ERR_TEXT(name, value, text)                                                           \
+#define LC__ERR_TEXT(name, value, text)                                                            \
   case value:                                                                                      \
     return text;
     LC_ERRNO_MAP(LC__ERR_TEXT)
@@ -45,7 +47,7 @@ const char *lc_err_name(int err) {
   switch (err) {
   case 0:
     return "LC_OK";
-#define LC__ERR_NAME(name, value, text)                                                           \
+#define LC__ERR_NAME(name, value, text)                                                            \
   case value:                                                                                      \
     return "LC_" #name;
     LC_ERRNO_MAP(LC__ERR_NAME)
@@ -64,7 +66,7 @@ const char *lc_error_last(void) { return last_error; }
 void lc__error_clear(void) { last_error[0] = '\0'; }
 
 __attribute__((format(printf, 3, 0))) static void format_into(char *dst, size_t n, const char *fmt,
-                                                          va_list ap) {
+                                                              va_list ap) {
   if (vsnprintf(dst, n, fmt, ap) < 0)
     snprintf(dst, n, "(unformattable error)");
 }
@@ -92,4 +94,35 @@ int lc__err_raise(const lc__err *e) {
   if (e->code < 0)
     snprintf(last_error, sizeof(last_error), "%s", e->msg[0] ? e->msg : lc_strerror(e->code));
   return e->code;
+}
+
+/* The warning handler, and the warnings already handed over (each once per process). */
+static pthread_mutex_t warn_mu = PTHREAD_MUTEX_INITIALIZER;
+static lc_warning_cb warn_cb;
+static void *warn_payload;
+static char **warned;
+static size_t warned_n;
+
+void lc_set_warning_handler(lc_warning_cb cb, void *payload) {
+  pthread_mutex_lock(&warn_mu);
+  warn_cb = cb;
+  warn_payload = payload;
+  pthread_mutex_unlock(&warn_mu);
+}
+
+void lc__warn(const char *message) {
+  char **more, *copy = NULL;
+  bool seen = false;
+  pthread_mutex_lock(&warn_mu);
+  for (size_t i = 0; i < warned_n && !seen; i++)
+    seen = strcmp(warned[i], message) == 0;
+  if (!seen && warn_cb != NULL && (copy = lc__strdup(message)) != NULL &&
+      (more = realloc(warned, (warned_n + 1) * sizeof(*warned))) != NULL) {
+    warned = more;
+    warned[warned_n++] = copy;
+    copy = NULL;
+    warn_cb(message, warn_payload);
+  }
+  pthread_mutex_unlock(&warn_mu);
+  free(copy);
 }

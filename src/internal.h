@@ -28,6 +28,8 @@ int lc__err_set(lc__err *e, int code, const char *fmt, ...) __attribute__((forma
 int lc__err_raise(const lc__err *e);
 /* Clears the calling thread's detail. */
 void lc__error_clear(void);
+/* Hands message to the warning handler (lc_set_warning_handler), once per process. */
+void lc__warn(const char *message);
 
 /* Memory: abort-free wrappers; NULL on failure. */
 void *lc__malloc(size_t n);

@@ -47,7 +47,7 @@ typedef enum lc_errno {
 #define LC__ERR_ENUM(name, value, text) LC_##name = value,
   LC_ERRNO_MAP(LC__ERR_ENUM)
 #undef LC__ERR_ENUM
-  LC_OK = 0
+      LC_OK = 0
 } lc_errno;
 
 /** Short English text for an error code (ours or a negative errno). Never NULL; static storage. */
@@ -65,6 +65,21 @@ LC_EXTERN const char *lc_error_last(void);
 
 /** Frees memory the library allocated and handed to the caller (strings, arrays). NULL is fine. */
 LC_EXTERN void lc_free(void *ptr);
+
+/**
+ * Receives a warning: something the library went on without, which the user should know about
+ * (for example a keyword of the ssh config that changes how a host is reached and that is not
+ * implemented). message is one sentence naming the file, line or host; borrowed for the call.
+ * May run on any thread, also the engine's: it must return quickly and must not call blocking
+ * lazycluster functions.
+ */
+typedef void (*lc_warning_cb)(const char *message, void *payload);
+
+/**
+ * Sets the process-wide warning handler (NULL: warnings are dropped, the default, since the
+ * library never prints). Each distinct warning is handed over once per process.
+ */
+LC_EXTERN void lc_set_warning_handler(lc_warning_cb cb, void *payload);
 
 /** The library's version as "MAJOR.MINOR.PATCH". Static storage. */
 LC_EXTERN const char *lc_version(void);

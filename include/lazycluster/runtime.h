@@ -52,7 +52,8 @@ typedef struct lc_runtime_options {
   const char *workdir_root;
 } lc_runtime_options;
 
-#define LC_RUNTIME_OPTIONS_INIT {.version = LC_RUNTIME_OPTIONS_VERSION}
+#define LC_RUNTIME_OPTIONS_INIT                                                                    \
+  { .version = LC_RUNTIME_OPTIONS_VERSION }
 
 /** Initialises opts to the defaults. */
 LC_EXTERN void lc_runtime_options_init(lc_runtime_options *opts);
@@ -65,6 +66,14 @@ LC_EXTERN void lc_runtime_options_init(lc_runtime_options *opts);
  */
 LC_EXTERN int lc_runtime_new_ssh(lc_runtime **out, lc_engine *engine, const char *host,
                                  const lc_runtime_options *opts);
+
+/**
+ * What the ssh config says for host, as the SSH backend will use it, in `ssh -G`'s format: one
+ * "keyword value" line per keyword the backend uses (lowercase keywords). ssh_config as in
+ * lc_runtime_options (NULL: ~/.ssh/config, then /etc/ssh/ssh_config). *out is freed with lc_free.
+ * Returns 0, LC_ECONFIG or -ENOENT (lc_error_last() names the file and line), -ENOMEM.
+ */
+LC_EXTERN int lc_sshconfig_print(char **out, const char *ssh_config, const char *host);
 
 /** A runtime for this machine, through local processes (no sshd). opts may be NULL. */
 LC_EXTERN int lc_runtime_new_local(lc_runtime **out, lc_engine *engine,
@@ -114,7 +123,8 @@ typedef struct lc_exec_options {
   const char *label;
 } lc_exec_options;
 
-#define LC_EXEC_OPTIONS_INIT {.version = LC_EXEC_OPTIONS_VERSION}
+#define LC_EXEC_OPTIONS_INIT                                                                       \
+  { .version = LC_EXEC_OPTIONS_VERSION }
 
 /** Initialises opts to the defaults. */
 LC_EXTERN void lc_exec_options_init(lc_exec_options *opts);
@@ -152,7 +162,8 @@ LC_EXTERN int lc_process_wait(lc_exec_result *out, lc_process *proc, int timeout
 /** Asks the lifeline to end the process group (SIGTERM, grace period, SIGKILL). Returns at once. */
 LC_EXTERN int lc_process_stop(lc_process *proc);
 
-/** Stops the process if it still runs and frees the handle; no callback runs after it. NULL is fine. */
+/** Stops the process if it still runs and frees the handle; no callback runs after it. NULL is
+ * fine. */
 LC_EXTERN void lc_process_free(lc_process *proc);
 
 /**

@@ -33,6 +33,8 @@
 
 static void conn_drive(sconn *c);
 static void chans_pump(sconn *c);
+static void proxy_note(const sconn *c, char *out, size_t size);
+static void on_attempt(uv_timer_t *t);
 static void on_poll(uv_poll_t *h, int status, int events);
 static void conn_begin(sconn *c);
 
@@ -58,6 +60,7 @@ static void handle_closed(uv_handle_t *h) {
     int primary = c->primary == NULL;
     lc__ssh_host_clear(&c->host);
     free(c->locked_keys);
+    ssh_key_free(c->auth_key);
     free(c);
     if (primary) {
       rt->backend = NULL;
@@ -393,9 +396,25 @@ static void tcp_poll_stop(sconn *c) {
   }
 }
 
+/* Ends the ProxyCommand (SIGTERM, as ssh does) and closes its handles. */
+static void proxy_stop(sconn *c) {
+  if (!c->proxy_inited)
+    return;
+  c->proxy_inited = 0;
+  if (c->proxy_running)
+    uv_process_kill(&c->proxy, SIGTERM);
+  uv_close((uv_handle_t *)&c->proxy, handle_closed);
+  uv_close((uv_handle_t *)&c->proxy_err, handle_closed);
+}
+
 static void session_free(sconn *c) {
   tcp_poll_stop(c);
   poll_stop(c);
+  proxy_stop(c);
+  if (c->auth_key != NULL) {
+    ssh_key_free(c->auth_key);
+    c->auth_key = NULL;
+  }
   if (c->ev != NULL) {
     if (c->s != NULL)
       ssh_event_remove_session(c->ev, c->s);
@@ -528,7 +547,14 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   sconn *c = h->data;
   (void)events;
   if (status < 0 && c->state != C_READY) {
-    lc__ssh_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
+    if (c->host.proxy_command != NULL) {
+      char note[400];
+      proxy_note(c, note, sizeof(note));
+      lc__ssh_fail(c, LC_ECLOSED, "%s: %s through the ProxyCommand '%s' failed: %s%s", c->where,
+                   c->phase, c->host.proxy_command, uv_strerror(status), note);
+    } else {
+      lc__ssh_fail(c, LC_ECLOSED, "%s: %s failed: %s", c->where, c->phase, uv_strerror(status));
+    }
     return;
   }
   conn_drive(c);
@@ -577,22 +603,63 @@ static void find_locked_keys(sconn *c) {
   c->locked_keys = out.data;
 }
 
+/*
+ * Looks the host key up in every known_hosts file, as ssh: the user's files (UserKnownHostsFile,
+ * default ~/.ssh/known_hosts and known_hosts2) and the global ones (GlobalKnownHostsFile, default
+ * /etc/ssh/ssh_known_hosts and ssh_known_hosts2), under HostKeyAlias when set (then without the
+ * port, as ssh). A key found in any file is known; a host found with another key is CHANGED.
+ * libssh reads one user and one global file, so each file is given to it in turn.
+ */
+static enum ssh_known_hosts_e known_state(sconn *c, lc__buf *files) {
+  lc__ssh_host *h = &c->host;
+  enum ssh_known_hosts_e best = SSH_KNOWN_HOSTS_NOT_FOUND, st;
+  int errors = 0, n = 0;
+  for (size_t i = 0; i < h->known_hosts_count + h->global_known_hosts_count; i++) {
+    const char *f = i < h->known_hosts_count ? h->known_hosts_files[i]
+                                             : h->global_known_hosts[i - h->known_hosts_count];
+    lc__buf_printf(files, "%s%s", files->len ? ", " : "", f);
+    n++;
+    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, f);
+    ssh_options_set(c->s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null");
+    st = ssh_session_is_known_server(c->s);
+    if (st == SSH_KNOWN_HOSTS_OK) {
+      best = st;
+      break;
+    }
+    if (st == SSH_KNOWN_HOSTS_CHANGED)
+      best = st;
+    else if (st == SSH_KNOWN_HOSTS_OTHER && best != SSH_KNOWN_HOSTS_CHANGED)
+      best = st;
+    else if (st == SSH_KNOWN_HOSTS_ERROR)
+      errors++;
+  }
+  if (n > 0 && errors == n)
+    best = SSH_KNOWN_HOSTS_ERROR;
+  return best;
+}
+
+/* The name and port known_hosts entries are looked up and written under: HostKeyAlias (no
+ * port), else the host name and port. */
+static void known_name_set(sconn *c, int alias) {
+  int port = alias && c->host.hostkey_alias ? 22 : c->host.port;
+  ssh_options_set(c->s, SSH_OPTIONS_HOST,
+                  alias && c->host.hostkey_alias ? c->host.hostkey_alias : c->host.hostname);
+  ssh_options_set(c->s, SSH_OPTIONS_PORT, &port);
+}
+
 static int check_host_key(sconn *c) {
   ssh_key key = NULL;
   unsigned char *hash = NULL;
   size_t hlen = 0;
   char *fp = NULL;
-  char kh_default[4096];
-  const char *kh = c->host.known_hosts;
+  const char *kh = c->host.known_hosts_count ? c->host.known_hosts_files[0] : c->host.known_hosts;
   const char *type = "key";
+  const char *name = c->host.hostkey_alias ? c->host.hostkey_alias : c->host.hostname;
   lc_hostkey_policy pol = c->rt->opts.hostkey_policy;
+  lc__buf files = {0};
   int accept_new, r = 0;
   enum ssh_known_hosts_e state;
 
-  if (kh == NULL) {
-    snprintf(kh_default, sizeof(kh_default), "%s/.ssh/known_hosts", getenv("HOME") ? getenv("HOME") : "~");
-    kh = kh_default;
-  }
   if (pol == LC_HOSTKEY_DEFAULT)
     accept_new = c->host.strict == LC__STRICT_ACCEPT_NEW || c->host.strict == LC__STRICT_NO;
   else
@@ -602,48 +669,162 @@ static int check_host_key(sconn *c) {
     if (ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) == SSH_OK)
       fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen);
   }
-  state = ssh_session_is_known_server(c->s);
+  known_name_set(c, 1);
+  state = known_state(c, &files);
   switch (state) {
   case SSH_KNOWN_HOSTS_OK:
     break;
   case SSH_KNOWN_HOSTS_CHANGED:
   case SSH_KNOWN_HOSTS_OTHER:
     lc__ssh_fail(c, LC_EHOSTKEYCHANGED,
-              "%s: the host key has CHANGED (it is now %s %s, %s has another); refusing to "
-              "connect. If the change is expected, remove the old key with: ssh-keygen -R %s%s%s "
-              "-f %s",
-              c->where, type, fp ? fp : "?", kh, c->host.port != 22 ? "[" : "", c->host.hostname,
-              c->host.port != 22 ? "]:PORT" : "", kh);
+                 "%s: the host key has CHANGED (it is now %s %s, the known_hosts files %s have "
+                 "another for %s); refusing to connect. If the change is expected, remove the old "
+                 "key with: ssh-keygen -R %s%s%s -f %s",
+                 c->where, type, fp ? fp : "?", files.data ? files.data : kh, name,
+                 c->host.port != 22 && !c->host.hostkey_alias ? "[" : "", name,
+                 c->host.port != 22 && !c->host.hostkey_alias ? "]:PORT" : "", kh);
     r = -1;
     break;
   case SSH_KNOWN_HOSTS_NOT_FOUND:
   case SSH_KNOWN_HOSTS_UNKNOWN:
     if (accept_new) {
+      ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, kh);
       if (ssh_session_update_known_hosts(c->s) != SSH_OK && c->host.strict != LC__STRICT_NO) {
         lc__ssh_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot add the host key to %s: %s", c->where, kh,
-                  lc__ssh_err(c));
+                     lc__ssh_err(c));
         r = -1;
       }
       break;
     }
     lc__ssh_fail(c, LC_EHOSTKEYUNKNOWN,
-              "%s: the host key is not known (%s %s) and is not in %s. Check the fingerprint, "
-              "then accept it: ssh-keyscan -p %d %s >> %s, or set 'StrictHostKeyChecking "
-              "accept-new' for this host in the ssh config, or pass --accept-new-host-keys",
-              c->where, type, fp ? fp : "?", kh, c->host.port, c->host.hostname, kh);
+                 "%s: the host key is not known (%s %s for %s) and is not in %s. Check the "
+                 "fingerprint, then accept it: ssh-keyscan -p %d %s >> %s, or set "
+                 "'StrictHostKeyChecking accept-new' for this host in the ssh config, or pass "
+                 "--accept-new-host-keys",
+                 c->where, type, fp ? fp : "?", name, files.data ? files.data : kh, c->host.port,
+                 c->host.hostname, kh);
     r = -1;
     break;
   case SSH_KNOWN_HOSTS_ERROR:
   default:
     lc__ssh_fail(c, LC_EHOSTKEYUNKNOWN, "%s: cannot check the host key against %s: %s", c->where,
-              kh, lc__ssh_err(c));
+                 files.data ? files.data : kh, lc__ssh_err(c));
     r = -1;
     break;
   }
+  if (c->s != NULL)
+    known_name_set(c, 0);
+  lc__buf_free(&files);
   ssh_string_free_char(fp);
   ssh_clean_pubkey_hash(&hash);
   ssh_key_free(key);
   return r;
+}
+
+/* The agent socket this host uses: IdentityAgent (a path, or none), else $SSH_AUTH_SOCK; NULL
+ * when there is none. */
+static const char *agent_path(const sconn *c) {
+  const char *a = c->host.identity_agent;
+  if (a == NULL)
+    a = getenv("SSH_AUTH_SOCK");
+  if (a == NULL || *a == '\0' || strcmp(a, "none") == 0)
+    return NULL;
+  return a;
+}
+
+/* The i-th identity file to offer: the config's, else ssh's defaults; NULL past the end. */
+static const char *identity_at(const sconn *c, size_t i, char *buf, size_t size) {
+  const lc__ssh_host *h = &c->host;
+  const char *home = getenv("HOME");
+  if (h->identity_count > 0)
+    return i < h->identity_count ? h->identity_files[i] : NULL;
+  if (i >= h->identity_raw_count)
+    return NULL;
+  if (strncmp(h->identity_raw[i], "~/", 2) == 0 && home != NULL) {
+    snprintf(buf, size, "%s/%s", home, h->identity_raw[i] + 2);
+    return buf;
+  }
+  return h->identity_raw[i];
+}
+
+/* Loads identity i with its certificate (CertificateFile, or FILE-cert.pub) when one matches;
+ * NULL when it cannot be read or is encrypted. */
+static ssh_key identity_load(sconn *c, const char *file) {
+  ssh_key key = NULL, cert = NULL;
+  char certpath[4300];
+  int asked = 0;
+  if (access(file, R_OK) != 0 ||
+      ssh_pki_import_privkey_file(file, NULL, refuse_passphrase, &asked, &key) != SSH_OK)
+    return NULL;
+  for (size_t i = 0; i <= c->host.certificate_count; i++) {
+    const char *cf = i < c->host.certificate_count ? c->host.certificate_files[i] : certpath;
+    if (i == c->host.certificate_count &&
+        snprintf(certpath, sizeof(certpath), "%s-cert.pub", file) >= (int)sizeof(certpath))
+      break;
+    if (access(cf, R_OK) != 0 || ssh_pki_import_cert_file(cf, &cert) != SSH_OK)
+      continue;
+    if (ssh_pki_copy_cert_to_privkey(cert, key) == SSH_OK) {
+      ssh_key_free(cert);
+      break;
+    }
+    ssh_key_free(cert);
+    cert = NULL;
+  }
+  return key;
+}
+
+enum { AUTH_AGENT_FIRST, AUTH_FILES, AUTH_AGENT_LAST, AUTH_DONE };
+
+/*
+ * One step of public key authentication, as ssh orders it: the agent's keys first, then each
+ * identity file (with its certificate). With IdentitiesOnly yes the agent's keys are not offered
+ * (libssh 0.10 cannot offer only those of the agent's keys that match the identity files), except
+ * as the last resort when an identity file is encrypted, so that a key loaded into the agent
+ * still works. Returns an SSH_AUTH_* code; SSH_AUTH_DENIED when nothing is left to offer.
+ */
+static int auth_step(sconn *c) {
+  char buf[4200];
+  const char *file;
+  int r;
+  for (;;) {
+    switch (c->auth_step) {
+    case AUTH_AGENT_FIRST:
+    case AUTH_AGENT_LAST:
+      if (!c->auth_agent_ok || (c->auth_step == AUTH_AGENT_FIRST && c->host.identities_only) ||
+          (c->auth_step == AUTH_AGENT_LAST &&
+           (!c->host.identities_only || c->locked_keys == NULL))) {
+        c->auth_step++;
+        continue;
+      }
+      r = ssh_userauth_agent(c->s, NULL);
+      if (r == SSH_AUTH_AGAIN || r == SSH_AUTH_SUCCESS)
+        return r;
+      if (ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR))
+        return SSH_AUTH_ERROR;
+      c->auth_step++;
+      continue;
+    case AUTH_FILES:
+      if (c->auth_key == NULL) {
+        if ((file = identity_at(c, c->auth_idx, buf, sizeof(buf))) == NULL) {
+          c->auth_step++;
+          continue;
+        }
+        if ((c->auth_key = identity_load(c, file)) == NULL) {
+          c->auth_idx++;
+          continue;
+        }
+      }
+      r = ssh_userauth_publickey(c->s, NULL, c->auth_key);
+      if (r == SSH_AUTH_AGAIN || r == SSH_AUTH_SUCCESS || r == SSH_AUTH_ERROR)
+        return r;
+      ssh_key_free(c->auth_key);
+      c->auth_key = NULL;
+      c->auth_idx++;
+      continue;
+    default:
+      return SSH_AUTH_DENIED;
+    }
+  }
 }
 
 static void conn_ready(sconn *c) {
@@ -675,10 +856,21 @@ static void conn_drive(sconn *c) {
       break;
     if (r != SSH_OK) {
       const char *err = lc__ssh_err(c);
-      lc__ssh_fail(c, LC_ESSH, "%s: SSH handshake failed: %s%s", c->where, err,
-                   strstr(err, "no match for method encryption") != NULL
-                       ? " (Ciphers in the ssh config sets ours)"
-                       : "");
+      const char *hint = strstr(err, "no match for method encryption") != NULL
+                             ? " (Ciphers in the ssh config sets ours)"
+                         : strstr(err, "no match for method kex") != NULL
+                             ? " (KexAlgorithms in the ssh config sets ours)"
+                         : strstr(err, "no match for method server host key") != NULL
+                             ? " (HostKeyAlgorithms in the ssh config sets ours)"
+                             : "";
+      if (c->host.proxy_command != NULL) {
+        char note[400];
+        proxy_note(c, note, sizeof(note));
+        lc__ssh_fail(c, LC_ESSH, "%s: SSH handshake through the ProxyCommand '%s' failed: %s%s",
+                     c->where, c->host.proxy_command, err, note);
+      } else {
+        lc__ssh_fail(c, LC_ESSH, "%s: SSH handshake failed: %s%s", c->where, err, hint);
+      }
       return;
     }
     if (check_host_key(c) < 0)
@@ -688,7 +880,15 @@ static void conn_drive(sconn *c) {
     c->phase = "authentication";
     /* fall through */
   case C_AUTH:
-    r = ssh_userauth_publickey_auto(c->s, NULL, NULL);
+    r = auth_step(c);
+    if (r == SSH_AUTH_AGAIN && (ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR))) {
+      lc__ssh_fail(c, LC_EAUTH,
+                   "%s: the host closed the connection during authentication as %s (too many "
+                   "keys offered for its MaxAuthTries? IdentitiesOnly yes offers only the "
+                   "IdentityFile keys): %s",
+                   c->where, c->host.user ? c->host.user : "the local user", lc__ssh_err(c));
+      return;
+    }
     if (r == SSH_AUTH_AGAIN)
       break;
     if (r == SSH_AUTH_SUCCESS) {
@@ -701,18 +901,19 @@ static void conn_drive(sconn *c) {
     }
     if (c->locked_keys != NULL) {
       lc__ssh_fail(c, LC_EKEYLOCKED,
-                "%s: authentication as %s failed: the private key %s is encrypted and no "
-                "ssh-agent offered it; load it with ssh-add",
-                c->where, c->host.user ? c->host.user : "the local user", c->locked_keys);
+                   "%s: authentication as %s failed: the private key %s is encrypted and no "
+                   "ssh-agent offered it; load it with ssh-add",
+                   c->where, c->host.user ? c->host.user : "the local user", c->locked_keys);
       return;
     }
     lc__ssh_fail(c, LC_EAUTH,
-              "%s: authentication as %s failed: the host accepted none of the keys offered "
-              "(%s%s%s)",
-              c->where, c->host.user ? c->host.user : "the local user",
-              c->host.identity_count ? c->host.identity_files[0] : "default identity files",
-              c->host.identity_count > 1 ? " and others" : "",
-              getenv("SSH_AUTH_SOCK") ? ", ssh-agent" : "");
+                 "%s: authentication as %s failed: the host accepted none of the keys offered "
+                 "(%s%s%s%s)",
+                 c->where, c->host.user ? c->host.user : "the local user",
+                 c->host.identity_count ? c->host.identity_files[0] : "default identity files",
+                 c->host.identity_count > 1 ? " and others" : "",
+                 c->auth_agent_ok ? ", ssh-agent" : "",
+                 c->host.identities_only ? "; IdentitiesOnly yes: no other agent key" : "");
     return;
   case C_READY:
     c->drive_seq++;
@@ -780,13 +981,25 @@ void lc__ssh_start_session(sconn *c, int fd) {
   ssh_options_set(c->s, SSH_OPTIONS_TIMEOUT, &timeout_s);
   if (h->user != NULL)
     ssh_options_set(c->s, SSH_OPTIONS_USER, h->user);
-  if (h->known_hosts != NULL)
-    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, h->known_hosts);
-  for (size_t i = 0; i < h->identity_count; i++)
-    ssh_options_set(c->s, SSH_OPTIONS_ADD_IDENTITY, h->identity_files[i]);
+  /* the first known_hosts files: libssh prefers the host key types they hold for this host */
+  if (h->known_hosts_count > 0)
+    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, h->known_hosts_files[0]);
+  ssh_options_set(c->s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS,
+                  h->global_known_hosts_count ? h->global_known_hosts[0] : "/dev/null");
   ssh_options_set(c->s, SSH_OPTIONS_NODELAY, &one);
   ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_C_S, ciphers);
   ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_S_C, ciphers);
+  if (h->kex_algorithms != NULL)
+    ssh_options_set(c->s, SSH_OPTIONS_KEY_EXCHANGE, h->kex_algorithms);
+  if (h->hostkey_algorithms != NULL)
+    ssh_options_set(c->s, SSH_OPTIONS_HOSTKEYS, h->hostkey_algorithms);
+  if (h->pubkey_algorithms != NULL)
+    ssh_options_set(c->s, SSH_OPTIONS_PUBLICKEY_ACCEPTED_TYPES, h->pubkey_algorithms);
+  c->auth_agent_ok = agent_path(c) != NULL;
+  if (c->auth_agent_ok)
+    ssh_options_set(c->s, SSH_OPTIONS_IDENTITY_AGENT, agent_path(c));
+  c->auth_step = AUTH_AGENT_FIRST;
+  c->auth_idx = 0;
   ssh_callbacks_init(&c->scb);
   c->scb.auth_function = refuse_passphrase;
   c->scb.userdata = NULL;
@@ -832,7 +1045,8 @@ static void on_tcp_writable(uv_poll_t *h, int status, int events) {
   {
     int fd = c->sock, flags = fcntl(fd, F_GETFL), one = 1;
     unsigned int user_timeout = (unsigned int)c->rt->opts.keepalive_timeout_ms;
-    int idle = c->rt->opts.keepalive_timeout_ms / 3000 > 0 ? c->rt->opts.keepalive_timeout_ms / 3000 : 1;
+    int idle =
+        c->rt->opts.keepalive_timeout_ms / 3000 > 0 ? c->rt->opts.keepalive_timeout_ms / 3000 : 1;
     fcntl(fd, F_SETFL, flags & ~O_NONBLOCK); /* libssh expects a blocking socket */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
@@ -850,7 +1064,15 @@ static void tcp_try_next(sconn *c) {
   int fd;
   if (ai == NULL) {
     int e = c->last_errno ? c->last_errno : EHOSTUNREACH;
-    lc__ssh_fail(c, -e, "%s: cannot connect: %s", c->where, strerror(e));
+    if (++c->attempt < c->host.connection_attempts) {
+      uv_freeaddrinfo(c->ai_list);
+      c->ai_list = c->ai_next = NULL;
+      c->state = C_IDLE;
+      uv_timer_start(&c->retry, on_attempt, 1000, 0);
+      return;
+    }
+    lc__ssh_fail(c, -e, "%s: cannot connect%s: %s", c->where,
+                 c->attempt > 1 ? " (ConnectionAttempts)" : "", strerror(e));
     return;
   }
   c->ai_next = ai->ai_next;
@@ -892,13 +1114,119 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   }
   if (status < 0) {
     lc__ssh_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s: %s", c->where, c->host.hostname,
-              uv_strerror(status));
+                 uv_strerror(status));
     return;
   }
   c->ai_list = c->ai_next = res;
   c->state = C_TCP;
   c->phase = "the TCP connection";
   tcp_try_next(c);
+}
+
+/* " (the ProxyCommand exited with status N: its last stderr)" once it exited; else "". */
+static void proxy_note(const sconn *c, char *out, size_t size) {
+  out[0] = '\0';
+  if (c->proxy_running || !c->proxy_inited)
+    return;
+  snprintf(out, size, " (the ProxyCommand exited with status %d%s%.*s)", c->proxy_status,
+           c->proxy_errlen ? ": " : "", (int)c->proxy_errlen, c->proxy_errtail);
+}
+
+static void on_proxy_exit(uv_process_t *h, int64_t status, int sig) {
+  sconn *c = h->data;
+  char note[400];
+  c->proxy_running = 0;
+  c->proxy_status = sig ? 128 + sig : (int)status;
+  if (c->state == C_HANDSHAKE || c->state == C_AUTH) {
+    /* it ended before the host was reached: say so rather than what libssh sees of it */
+    proxy_note(c, note, sizeof(note));
+    lc__ssh_fail(c, LC_ECLOSED, "%s: the ProxyCommand '%s' ended before the connection was made%s",
+                 c->where, c->host.proxy_command, note);
+  }
+}
+
+static void proxy_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char chunk[1024]; /* engine thread only */
+  (void)h;
+  (void)suggested;
+  *buf = uv_buf_init(chunk, sizeof(chunk));
+}
+
+/* Keeps the last line or so of what the ProxyCommand writes to stderr, blanks folded. */
+static void on_proxy_err(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
+  sconn *c = st->data;
+  if (n <= 0) {
+    if (n < 0)
+      uv_read_stop(st);
+    return;
+  }
+  for (ssize_t i = 0; i < n; i++) {
+    char ch = buf->base[i] == '\n' || buf->base[i] == '\r' ? ' ' : buf->base[i];
+    if (c->proxy_errlen + 1 >= sizeof(c->proxy_errtail)) {
+      memmove(c->proxy_errtail, c->proxy_errtail + 64, c->proxy_errlen - 64);
+      c->proxy_errlen -= 64;
+    }
+    c->proxy_errtail[c->proxy_errlen++] = ch;
+  }
+  while (c->proxy_errlen > 0 && c->proxy_errtail[c->proxy_errlen - 1] == ' ')
+    c->proxy_errlen--;
+  c->proxy_errtail[c->proxy_errlen] = '\0';
+}
+
+/*
+ * ProxyCommand: runs the command with /bin/sh -c, as ssh does, its stdin and stdout one end of a
+ * socketpair, and starts SSH on the other end. uv_spawn rather than libssh's own ProxyCommand
+ * (which forks inside ssh_connect and cannot say why the command failed): the loop never blocks,
+ * and the command's exit status and stderr reach the error message.
+ */
+static void proxy_start(sconn *c) {
+  uv_loop_t *loop = lc__engine_loop(c->rt->engine);
+  uv_process_options_t o;
+  uv_stdio_container_t io[3];
+  char *argv[4];
+  int sv[2], r;
+  memset(&o, 0, sizeof(o));
+  c->state = C_TCP;
+  c->phase = "the ProxyCommand";
+  c->proxy_errlen = 0;
+  c->proxy_errtail[0] = '\0';
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+    lc__ssh_fail(c, -errno, "%s: cannot run the ProxyCommand: %s", c->where, strerror(errno));
+    return;
+  }
+  uv_pipe_init(loop, &c->proxy_err, 0);
+  c->proxy_err.data = c;
+  io[0].flags = UV_INHERIT_FD;
+  io[0].data.fd = sv[1];
+  io[1].flags = UV_INHERIT_FD;
+  io[1].data.fd = sv[1];
+  io[2].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  io[2].data.stream = (uv_stream_t *)&c->proxy_err;
+  argv[0] = (char *)"/bin/sh";
+  argv[1] = (char *)"-c";
+  argv[2] = c->host.proxy_command;
+  argv[3] = NULL;
+  o.file = "/bin/sh";
+  o.args = argv;
+  o.stdio = io;
+  o.stdio_count = 3;
+  o.exit_cb = on_proxy_exit;
+  o.flags = UV_PROCESS_WINDOWS_HIDE;
+  c->proxy.data = c;
+  r = uv_spawn(loop, &c->proxy, &o);
+  close(sv[1]);
+  c->proxy_inited = 1;
+  c->open_handles += 2;
+  if (r < 0) {
+    close(sv[0]);
+    c->proxy_running = 0;
+    lc__ssh_fail(c, r, "%s: cannot run the ProxyCommand '%s': %s", c->where, c->host.proxy_command,
+                 uv_strerror(r));
+    return;
+  }
+  c->proxy_running = 1;
+  uv_read_start((uv_stream_t *)&c->proxy_err, proxy_alloc, on_proxy_err);
+  lc__ssh_start_session(c, sv[0]);
 }
 
 /* Starts (or, after a loss, restarts) connecting: through the jump host, or resolve + TCP. */
@@ -926,8 +1254,14 @@ static void conn_begin(sconn *c) {
       lc__ssh_fail(c, -ENOMEM, "%s: cannot open a channel on the jump host", c->where);
     return;
   }
+  if (c->host.proxy_command != NULL) {
+    proxy_start(c);
+    return;
+  }
   memset(&hints, 0, sizeof(hints));
-  hints.ai_family = AF_UNSPEC;
+  hints.ai_family = c->host.address_family == LC__AF_INET    ? AF_INET
+                    : c->host.address_family == LC__AF_INET6 ? AF_INET6
+                                                             : AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   snprintf(port, sizeof(port), "%d", c->host.port);
   c->state = C_RESOLVING;
@@ -940,6 +1274,13 @@ static void conn_begin(sconn *c) {
   }
   c->gai_pending = 1;
   c->open_handles++;
+}
+
+/* ConnectionAttempts: another try, a second after the last failed (as ssh). */
+static void on_attempt(uv_timer_t *t) {
+  sconn *c = t->data;
+  if (c->state == C_IDLE && c->close_done == NULL)
+    conn_begin(c);
 }
 
 static void timers_init(sconn *c) {
@@ -955,6 +1296,7 @@ static void timers_init(sconn *c) {
 
 static void ssh_connect_start(lc_runtime *rt) {
   sconn *c = rt->backend;
+  c->attempt = 0;
   timers_init(c);
   conn_begin(c);
 }
@@ -968,16 +1310,10 @@ static sconn *extra_new(sconn *pc) {
   if (c == NULL)
     return NULL;
   h = &c->host;
-  *h = *from;
-  h->alias = lc__strdup(from->alias);
-  h->hostname = lc__strdup(from->hostname);
-  h->user = lc__strdup(from->user);
-  h->proxy_jump = lc__strdup(from->proxy_jump);
-  h->known_hosts = lc__strdup(from->known_hosts);
-  h->ciphers = lc__strdup(from->ciphers);
-  h->identity_files = lc__calloc(from->identity_count + 1, sizeof(char *));
-  for (size_t i = 0; h->identity_files != NULL && i < from->identity_count; i++)
-    h->identity_files[i] = lc__strdup(from->identity_files[i]);
+  if (lc__ssh_host_copy(h, from) < 0) {
+    free(c);
+    return NULL;
+  }
   c->rt = pc->rt;
   c->primary = pc;
   c->sock = c->poll_fd = c->tcp_poll_fd = -1;
@@ -1137,8 +1473,23 @@ int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *
   if ((r = lc__sshconfig_resolve(&c->host, rt->ssh_config, host, err)) < 0)
     goto out;
   snprintf(c->where, sizeof(c->where), "%s (%s:%d)", host, c->host.hostname, c->host.port);
+  lc__ssh_host_warn(&c->host);
   if (c->host.connect_timeout_s > 0 && (rt->opts.connect_timeout_ms == 10000))
     rt->opts.connect_timeout_ms = c->host.connect_timeout_s * 1000;
+  /* ServerAliveInterval and ServerAliveCountMax: the host is declared dead after interval x
+   * count of silence, as ssh does, unless the caller set its own keepalive timeout */
+  if (c->host.server_alive_interval_s > 0 && rt->opts.keepalive_timeout_ms == 30000)
+    rt->opts.keepalive_timeout_ms =
+        c->host.server_alive_interval_s *
+        (c->host.server_alive_count_max > 0 ? c->host.server_alive_count_max : 1) * 1000;
+  if (via != NULL &&
+      c->host.proxy_command != NULL) { /* a hop of a ProxyJump chain: the chain wins */
+    free(c->host.proxy_command);
+    c->host.proxy_command = NULL;
+  }
+  if (c->host.proxy_command != NULL)
+    snprintf(c->where, sizeof(c->where), "%s (%s:%d via ProxyCommand)", host, c->host.hostname,
+             c->host.port);
   jump_spec = via != NULL ? via : c->host.proxy_jump;
   if (jump_spec != NULL && jump_spec[0] != '\0' && strcmp(jump_spec, "none") != 0) {
     /* "a,b": b is the last hop before the host, and is itself reached through a */
@@ -1155,8 +1506,8 @@ int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *
       r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, lc_error_last());
       goto out;
     }
-    snprintf(c->where, sizeof(c->where), "%s (%s:%d via %s)", host, c->host.hostname,
-             c->host.port, rt->jump->name);
+    snprintf(c->where, sizeof(c->where), "%s (%s:%d via %s)", host, c->host.hostname, c->host.port,
+             rt->jump->name);
   }
   rt->backend = c;
   c = NULL;

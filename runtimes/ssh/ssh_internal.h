@@ -41,19 +41,19 @@ struct schan {
   lc_process *p; /* NULL once detached */
 
   /* K_RELAY: a channel relayed to a local stream */
-  sconn *owner;         /* ProxyJump: the connection that rides on this relay */
-  lc_forward *fwd;      /* port forward: the forward this connection belongs to */
-  char *target_host;    /* direct-tcpip: where the host should connect */
+  sconn *owner;      /* ProxyJump: the connection that rides on this relay */
+  lc_forward *fwd;   /* port forward: the forward this connection belongs to */
+  char *target_host; /* direct-tcpip: where the host should connect */
   int target_port;
   int origin_port;
-  uv_stream_t *stream;  /* owned (uv_tcp_t or uv_pipe_t on the heap) */
-  uv_connect_t creq;    /* remote forward: connecting the stream to the target */
-  lc__buf to_chan;      /* read from the stream; from to_chan_off on not yet in the channel */
+  uv_stream_t *stream; /* owned (uv_tcp_t or uv_pipe_t on the heap) */
+  uv_connect_t creq;   /* remote forward: connecting the stream to the target */
+  lc__buf to_chan;     /* read from the stream; from to_chan_off on not yet in the channel */
   size_t to_chan_off;
-  int stream_eof;       /* the stream said EOF */
+  int stream_eof; /* the stream said EOF */
   int chan_eof_sent;
   uv_write_t wreq;
-  char *wbuf;           /* in flight to the stream */
+  char *wbuf; /* in flight to the stream */
   int writing;
   size_t rx_waiting;    /* data may wait in libssh's channel buffer (what the callback left) */
   size_t rx_since_grow; /* bytes from the host since the receive window was last topped up */
@@ -105,13 +105,29 @@ struct sconn {
   int req_sent; /* the head of reqs was sent and waits for its answer */
   int open_handles;
   void (*close_done)(lc_runtime *rt);
-  schan *relay; /* in the jump host's connection, when this one rides a ProxyJump */
-  sconn *primary;    /* an extra connection: the runtime's own one; NULL for that one itself */
-  sconn *extras;     /* the primary's extra connections, opened when sshd's MaxSessions is full */
+  schan *relay;   /* in the jump host's connection, when this one rides a ProxyJump */
+  sconn *primary; /* an extra connection: the runtime's own one; NULL for that one itself */
+  sconn *extras;  /* the primary's extra connections, opened when sshd's MaxSessions is full */
   sconn *next_extra;
-  int execs;         /* exec channels on this connection, queued or open */
+  int execs; /* exec channels on this connection, queued or open */
   char *locked_keys;
-  char where[300]; /* "lab3 (198.18.0.13:22)" */
+  /* ProxyCommand: the command runs under /bin/sh with one end of a socketpair as its stdin and
+   * stdout; libssh gets the other end */
+  uv_process_t proxy;
+  uv_pipe_t proxy_err; /* its stderr: the last bytes are kept for the error message */
+  int proxy_running;   /* the process has not exited yet */
+  int proxy_inited;    /* proxy and proxy_err are handles to close */
+  int proxy_status;    /* exit status once it exited (128+N for signal N) */
+  char proxy_errtail[256];
+  size_t proxy_errlen;
+  int attempt; /* ConnectionAttempts: attempts made so far */
+  /* authentication: agent first (unless IdentitiesOnly), then the identity files in order,
+   * then (IdentitiesOnly, an identity locked) the agent */
+  int auth_step;
+  size_t auth_idx;
+  ssh_key auth_key;  /* the key being offered, kept across SSH_AUTH_AGAIN */
+  int auth_agent_ok; /* an agent is configured and reachable in principle */
+  char where[300];   /* "lab3 (198.18.0.13:22)" */
   const char *phase;
 };
 

@@ -28,11 +28,16 @@ typedef struct cli_command {
 } cli_command;
 
 /* The subcommands, one line each (keep main.c's table in the same order). */
+int cli_config(int argc, char **argv);
 int cli_exec(int argc, char **argv);
 int cli_forward(int argc, char **argv);
 int cli_hosts(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_start(int argc, char **argv);
+
+/* The library's warning handler for the tool: "lazyclusterctl: warning: MESSAGE" on stderr. */
+void cli_print_warning(const char *message, void *payload);
+int cli_is_help(const char *arg);
 
 /* malloc'd printf, or NULL. */
 char *lc__cli_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

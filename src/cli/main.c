@@ -17,6 +17,7 @@
 #endif
 
 static const cli_command commands[] = {
+    {"config", cli_config, "print what the ssh config says for a host, as 'ssh -G' does"},
     {"exec", cli_exec, "run a command on every host at once, output prefixed with its host"},
     {"forward", cli_forward, "hold -L and -R port forwards through a host until Ctrl-C"},
     {"hosts", cli_hosts, "list the hosts: reachable or why not, cores, memory, GPUs"},
@@ -98,6 +99,7 @@ int main(int argc, char **argv) {
   }
   if (argv[1][0] == '-')
     return cli_usage_error(NULL, "unknown option '%s'", argv[1]);
+  lc_set_warning_handler(cli_print_warning, NULL);
   if ((cmd = find(argv[1])) == NULL)
     return cli_usage_error(NULL, "unknown command '%s'", argv[1]);
   return cmd->run(argc - 1, argv + 1);

@@ -490,6 +490,173 @@ static void test_proxy_jump_target_refused(void) {
   lc_runtime_free(rt);
 }
 
+/* ---- ssh config keywords that decide how a host is reached --------------------------------- */
+
+/*
+ * ProxyCommand through the real OpenSSH client: lab2 reached with `ssh -F <fixture config> -W
+ * %h:%p lab0`, so lab2 sees lab0 as its client. A ProxyCommand that fails (false) is refused with
+ * an error that names the host and the command.
+ */
+static void test_proxy_command(void) {
+  char cfg[4096], blocks[8192], extra[4400], *b = blocks, addr[64], host[64];
+  lc_runtime *rt = NULL;
+  uint64_t took = 0;
+  int r;
+  tpath(cfg, sizeof(cfg), "proxycommand.conf");
+  snprintf(extra, sizeof(extra), "  ProxyCommand ssh -F %s -o BatchMode=yes -W %%h:%%p lab0\n",
+           th_config());
+  host_block(b, sizeof(blocks), "proxied", th_addr(2), 22, NULL, NULL, "yes", extra);
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "proxyfails", th_addr(2), 22, NULL, NULL,
+             "yes", "  ProxyCommand echo lc-proxy-broke >&2; false\n");
+  LC_REQUIRE(write_config(cfg, 1, blocks) == 0);
+
+  LC_CHECK_OK(connect_with(&rt, cfg, "proxied", LC_HOSTKEY_DEFAULT, 0, NULL));
+  if (rt != NULL) {
+    lc_exec_result res = {.exit_status = -1};
+    LC_CHECK_OK(client_addr(addr, sizeof(addr), rt, host, sizeof(host)));
+    LC_CHECK_STR(addr, th_addr(0));
+    LC_CHECK_STR(host, "lab2");
+    LC_CHECK_OK(lc_runtime_exec(&res, rt, "exit 7", NULL));
+    LC_CHECK(res.exit_status == 7);
+    lc_runtime_free(rt);
+    rt = NULL;
+  }
+  r = connect_with(&rt, cfg, "proxyfails", LC_HOSTKEY_DEFAULT, 0, &took);
+  LC_CHECK(r < 0 && rt == NULL);
+  LC_CHECK(took < 8000);
+  LC_CHECK_CONTAINS(lc_error_last(), "proxyfails");
+  LC_CHECK_CONTAINS(lc_error_last(), "ProxyCommand");
+  LC_CHECK_CONTAINS(lc_error_last(), "false");
+  lc_runtime_free(rt);
+}
+
+/*
+ * A host whose key is only in a file named by GlobalKnownHostsFile is accepted (the user's file
+ * is empty); with the global file gone it is refused as unknown. HostKeyAlias: the key is looked
+ * up under the alias, not the address.
+ */
+static void test_global_known_hosts_and_alias(void) {
+  char kh_empty[4096], global[4096], aliased[4096], cfg[4096], block[8192], extra[4400],
+      fixture_kh[4200], prefix[128], *all, *line, *end;
+  lc_runtime *rt = NULL;
+  tpath(kh_empty, sizeof(kh_empty), "known_hosts.user-empty");
+  tpath(global, sizeof(global), "known_hosts.global");
+  tpath(aliased, sizeof(aliased), "known_hosts.aliased");
+  tpath(cfg, sizeof(cfg), "global-kh.conf");
+  snprintf(fixture_kh, sizeof(fixture_kh), "%s/known_hosts", fixture);
+  LC_REQUIRE((all = read_text(fixture_kh)) != NULL);
+  snprintf(prefix, sizeof(prefix), "%s ", th_addr(3));
+  line = strstr(all, prefix);
+  LC_REQUIRE(line != NULL);
+  if ((end = strchr(line, '\n')) != NULL)
+    *end = '\0';
+  LC_REQUIRE(write_text(kh_empty, "") == 0);
+  snprintf(block, sizeof(block), "%s\n", line);
+  LC_REQUIRE(write_text(global, block) == 0);
+  snprintf(block, sizeof(block), "lab3-alias %s\n", line + strlen(prefix));
+  LC_REQUIRE(write_text(aliased, block) == 0);
+  free(all);
+
+  snprintf(extra, sizeof(extra), "  GlobalKnownHostsFile /nonexistent/lc %s\n", global);
+  /* host_block writes GlobalKnownHostsFile /dev/null after extra: first value wins */
+  snprintf(block, sizeof(block),
+           "Host globalkh\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  IdentitiesOnly yes\n  UserKnownHostsFile %s\n%s  StrictHostKeyChecking yes\n"
+           "Host nogloballkh\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n"
+           "Host aliased\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  HostKeyAlias LAB3-alias\n  UserKnownHostsFile %s\n  GlobalKnownHostsFile /dev/null\n",
+           th_addr(3), fixture, kh_empty, extra, th_addr(3), fixture, kh_empty, th_addr(3), fixture,
+           aliased);
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  LC_CHECK_OK(connect_with(&rt, cfg, "globalkh", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK(connect_with(&rt, cfg, "nogloballkh", LC_HOSTKEY_DEFAULT, 0, NULL) ==
+           LC_EHOSTKEYUNKNOWN);
+  LC_CHECK_CONTAINS(lc_error_last(), kh_empty);
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "aliased", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/*
+ * IdentitiesOnly yes with a real ssh-agent holding 6 keys the hosts do not know (sshd's
+ * MaxAuthTries is 6): offering the agent's keys first fails ("too many authentication
+ * failures"), IdentitiesOnly yes offers only the IdentityFile and connects. The agent is named
+ * by IdentityAgent (SSH_AUTH_SOCK is unset in this test); IdentityAgent none leaves it out.
+ */
+static void test_identities_only_with_agent(void) {
+  char sock[4096], pidfile[4096], key[4096], cfg[4096], block[8192], *pidtext;
+  lc_runtime *rt = NULL;
+  int r;
+  tpath(sock, sizeof(sock), "agent.sock");
+  tpath(pidfile, sizeof(pidfile), "agent.pid");
+  LC_REQUIRE(sh("ssh-agent -a '%s' | sed -n 's/^SSH_AGENT_PID=\\([0-9]*\\).*/\\1/p' > '%s'", sock,
+                pidfile) == 0);
+  for (int i = 0; i < 6; i++) {
+    snprintf(key, sizeof(key), "%s/agentkey%d", tmpdir, i);
+    LC_CHECK(sh("ssh-keygen -q -t ed25519 -N '' -C lc-agent%d -f '%s' && SSH_AUTH_SOCK='%s' "
+                "ssh-add '%s'",
+                i, key, sock, key) == 0);
+  }
+  tpath(cfg, sizeof(cfg), "agent.conf");
+  snprintf(block, sizeof(block),
+           "Host only\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  IdentitiesOnly yes\n  IdentityAgent %s\n  UserKnownHostsFile %s/known_hosts\n"
+           "Host all\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  IdentitiesOnly no\n  IdentityAgent %s\n  UserKnownHostsFile %s/known_hosts\n"
+           "Host noagent\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  IdentityAgent none\n  UserKnownHostsFile %s/known_hosts\n"
+           "Host onlyenv\n  HostName %s\n  User root\n  IdentityFile %s/id_ed25519\n"
+           "  IdentitiesOnly yes\n  UserKnownHostsFile %s/known_hosts\n",
+           th_addr(4), fixture, sock, fixture, th_addr(4), fixture, sock, fixture, th_addr(4),
+           fixture, fixture, th_addr(4), fixture, fixture);
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  r = connect_with(&rt, cfg, "all", LC_HOSTKEY_DEFAULT, 0, NULL);
+  LC_CHECK(r == LC_EAUTH && rt == NULL); /* the agent's 6 wrong keys use up MaxAuthTries */
+  LC_CHECK_CONTAINS(lc_error_last(), "all");
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "only", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "noagent", LC_HOSTKEY_DEFAULT, 0, NULL));
+  lc_runtime_free(rt);
+  rt = NULL;
+  /* the agent from SSH_AUTH_SOCK, as a user has it: IdentitiesOnly yes still connects */
+  setenv("SSH_AUTH_SOCK", sock, 1);
+  LC_CHECK_OK(connect_with(&rt, cfg, "onlyenv", LC_HOSTKEY_DEFAULT, 0, NULL));
+  lc_runtime_free(rt);
+  rt = NULL;
+  /* IdentityAgent none: the agent of SSH_AUTH_SOCK is not used */
+  LC_CHECK_OK(connect_with(&rt, cfg, "noagent", LC_HOSTKEY_DEFAULT, 0, NULL));
+  unsetenv("SSH_AUTH_SOCK");
+  lc_runtime_free(rt);
+  if ((pidtext = read_text(pidfile)) != NULL && atoi(pidtext) > 0)
+    kill(atoi(pidtext), SIGTERM);
+  free(pidtext);
+}
+
+/* KexAlgorithms that the host does not offer: refused, saying which keyword sets ours. */
+static void test_kex_mismatch(void) {
+  char cfg[4096], block[4096];
+  lc_runtime *rt = NULL;
+  tpath(cfg, sizeof(cfg), "kex.conf");
+  host_block(block, sizeof(block), "kexhost", th_addr(1), 22, NULL, NULL, "yes",
+             "  KexAlgorithms diffie-hellman-group1-sha1\n");
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "kexhost", LC_HOSTKEY_DEFAULT, 0, NULL) == LC_ESSH);
+  LC_CHECK_CONTAINS(lc_error_last(), "kexhost");
+  LC_CHECK_CONTAINS(lc_error_last(), "KexAlgorithms");
+  lc_runtime_free(rt);
+}
+
 /* Whether rt reports itself disconnected within ms (lc_runtime_is_connected becomes 0). */
 static int runtime_disconnects(lc_runtime *rt, int ms) {
   uint64_t end = now_ms() + (uint64_t)ms;
@@ -680,6 +847,10 @@ static const lc_test_case tests[] = {
     LC_TEST(test_free_runtime_while_command_runs),
     LC_TEST(test_proxy_jump_target_refused),
     LC_TEST(test_ciphers),
+    LC_TEST(test_proxy_command),
+    LC_TEST(test_global_known_hosts_and_alias),
+    LC_TEST(test_identities_only_with_agent),
+    LC_TEST(test_kex_mismatch),
 };
 
 int main(int argc, char **argv) {

@@ -45,6 +45,9 @@ static const char *home(void) {
     atexit(remove_root);
     snprintf(ssh_dir, sizeof(ssh_dir), "%s/.ssh", root);
     mkdir(ssh_dir, 0700);
+    /* never the machine's /etc/ssh/ssh_config: a test names its own system file */
+    snprintf(ssh_dir, sizeof(ssh_dir), "%s/no-system-config", root);
+    setenv("LC_SSH_SYSTEM_CONFIG", ssh_dir, 1);
   }
   setenv("HOME", root, 1);
   return root;
@@ -190,7 +193,13 @@ static void test_defaults_without_config(void) {
   LC_CHECK(h.identity_files == NULL && h.identity_count == 0);
   LC_CHECK(h.identities_only == 0);
   LC_CHECK(h.proxy_jump == NULL);
-  LC_CHECK(h.known_hosts == NULL);
+  LC_CHECK(h.proxy_command == NULL);
+  LC_CHECK_STR(h.known_hosts, at_home(".ssh/known_hosts"));
+  LC_CHECK(h.known_hosts_count == 2);
+  LC_CHECK(h.global_known_hosts_count == 2);
+  LC_CHECK_STR(h.global_known_hosts[0], "/etc/ssh/ssh_known_hosts");
+  LC_CHECK_STR(h.global_known_hosts[1], "/etc/ssh/ssh_known_hosts2");
+  LC_CHECK(h.identity_raw_count == 7);
   LC_CHECK(h.strict == LC__STRICT_UNSET);
   LC_CHECK(h.connect_timeout_s == 0);
   lc__ssh_host_clear(&h);
@@ -646,10 +655,6 @@ static void test_match(void) {
                                         "  Port 1001\n"
                                         "Match host lab1\n"
                                         "  User matchuser\n"
-                                        "  Port junk\n"
-                                        "  Include nothere.conf\n"
-                                        "  StrictHostKeyChecking junk\n"
-                                        "  Port\n"
                                         "Host lab1\n"
                                         "  IdentitiesOnly yes\n"
                                         "Match all\n"
@@ -661,15 +666,28 @@ static void test_match(void) {
                                         "  ProxyJump canon\n"
                                         "Match ALL # any host\n"
                                         "  StrictHostKeyChecking accept-new\n");
+  const char *cfg2 =
+      write_file("match2", "Host short\n"
+                           "  HostName Long.Example.ORG\n"
+                           "Match host *.example.org !host bad.example.org\n"
+                           "  Port 4242\n"
+                           "Match originalhost short user bob\n"
+                           "  IdentitiesOnly yes\n"
+                           "Match exec \"test %h = long.example.org -a %n = short\"\n"
+                           "  ConnectTimeout 9\n"
+                           "Match final host long.example.org\n"
+                           "  User finaluser\n"
+                           "Match !final\n"
+                           "  BatchMode yes\n");
   lc__ssh_host h;
   lc__err err;
 
   LC_REQUIRE_OK(resolve(&h, cfg, "lab1", &err));
   LC_CHECK(h.port == 1001);
-  LC_CHECK_STR(h.user, "alluser");
+  LC_CHECK_STR(h.user, "matchuser");
   LC_CHECK(h.identities_only == 1);
   LC_CHECK(h.connect_timeout_s == 3);
-  LC_CHECK(h.proxy_jump == NULL);
+  LC_CHECK(h.proxy_jump == NULL); /* canonical holds only in a final pass, and none was asked */
   LC_CHECK(h.strict == LC__STRICT_ACCEPT_NEW);
   lc__ssh_host_clear(&h);
 
@@ -679,6 +697,155 @@ static void test_match(void) {
   LC_CHECK(h.identities_only == 0);
   LC_CHECK(h.strict == LC__STRICT_ACCEPT_NEW);
   lc__ssh_host_clear(&h);
+
+  /* Match host sees HostName (lowercased patterns), originalhost the alias, user the spec's */
+  LC_REQUIRE_OK(resolve(&h, cfg2, "bob@short", &err));
+  LC_CHECK_STR(h.hostname, "long.example.org");
+  LC_CHECK(h.port == 4242);
+  LC_CHECK(h.identities_only == 1);
+  LC_CHECK(h.connect_timeout_s == 9);
+  LC_CHECK_STR(h.user, "bob"); /* the spec's user wins over the final pass's */
+  LC_CHECK(h.batch_mode == 1); /* !final held in the first pass */
+  lc__ssh_host_clear(&h);
+  LC_REQUIRE_OK(resolve(&h, cfg2, "short", &err));
+  LC_CHECK_STR(h.user, "finaluser");
+  LC_CHECK(h.identities_only == 0);
+  lc__ssh_host_clear(&h);
+
+  /* (the alias listing passes Match blocks over unchecked, so only resolving fails) */
+  LC_CHECK(resolve(&h, write_file("badmatch", "Match host\n"), "x", &err) == LC_ECONFIG);
+  LC_CHECK_CONTAINS(err.msg, "badmatch:1:");
+  LC_CHECK_CONTAINS(err.msg, "needs a value");
+  LC_CHECK(resolve(&h, write_file("badmatch2", "Match localnetwork 10.0.0.0/8\n"), "x", &err) ==
+           LC_ECONFIG);
+  LC_CHECK_CONTAINS(err.msg, "unsupported criterion");
+}
+
+/* The system-wide file is read after the user's, with its Includes; not with an explicit file. */
+static void test_system_config(void) {
+  const char *sys = write_file("etc/ssh_config", "Include conf.d/*.conf\n"
+                                                 "Host *\n"
+                                                 "  User sysuser\n"
+                                                 "  Port 2200\n");
+  lc__ssh_host h;
+  lc__err err;
+  char *saved = getenv("LC_SSH_SYSTEM_CONFIG") ? strdup(getenv("LC_SSH_SYSTEM_CONFIG")) : NULL;
+  write_file("etc/conf.d/10-lab.conf", "Host lab1\n  ProxyCommand nc %h %p\n");
+  write_file(".ssh/config", "Host lab1\n  Port 1111\n");
+  setenv("LC_SSH_SYSTEM_CONFIG", sys, 1);
+  LC_REQUIRE_OK(resolve(&h, NULL, "lab1", &err));
+  LC_CHECK(h.port == 1111);
+  LC_CHECK_STR(h.user, "sysuser");
+  LC_CHECK_STR(h.proxy_command, "nc lab1 1111");
+  lc__ssh_host_clear(&h);
+  /* -F FILE: that file alone, as ssh -F */
+  LC_REQUIRE_OK(resolve(&h, tpath(".ssh/config"), "lab1", &err));
+  LC_CHECK(h.user == NULL);
+  LC_CHECK(h.proxy_command == NULL);
+  lc__ssh_host_clear(&h);
+  if (saved)
+    setenv("LC_SSH_SYSTEM_CONFIG", saved, 1);
+  free(saved);
+  unlink(tpath(".ssh/config"));
+}
+
+/* ProxyCommand: the rest of the line, tokens expanded; it and ProxyJump share one value. */
+static void test_proxy_command(void) {
+  const char *cfg =
+      write_file("proxy", "Host pc\n"
+                          "  HostName Target.Example\n"
+                          "  User ruser\n"
+                          "  Port 2022\n"
+                          "  ProxyCommand ssh -F \"my cfg\" -W %h:%p %r@bastion # %n %%\n"
+                          "  ProxyJump ignored\n"
+                          "Host pj\n"
+                          "  ProxyJump j1,j2\n"
+                          "  ProxyCommand ignored\n"
+                          "Host none\n"
+                          "  ProxyCommand none\n"
+                          "Host *\n"
+                          "  ProxyCommand nc %h %p\n");
+  lc__ssh_host h;
+  lc__err err;
+  LC_REQUIRE_OK(resolve(&h, cfg, "pc", &err));
+  LC_CHECK_STR(h.proxy_command, "ssh -F \"my cfg\" -W target.example:2022 ruser@bastion # pc %");
+  LC_CHECK_STR(h.proxy_command_raw, "ssh -F \"my cfg\" -W %h:%p %r@bastion # %n %%");
+  LC_CHECK(h.proxy_jump == NULL);
+  lc__ssh_host_clear(&h);
+  LC_REQUIRE_OK(resolve(&h, cfg, "pj", &err));
+  LC_CHECK_STR(h.proxy_jump, "j1,j2");
+  LC_CHECK(h.proxy_command == NULL);
+  lc__ssh_host_clear(&h);
+  LC_REQUIRE_OK(resolve(&h, cfg, "none", &err));
+  LC_CHECK(h.proxy_command == NULL && h.proxy_jump == NULL);
+  lc__ssh_host_clear(&h);
+  check_bad(write_file("badproxy", "ProxyCommand nc %h %d\n"), 1, LC_ECONFIG, "%d");
+}
+
+/* The keywords that decide how a host is reached, and the warnings for those not implemented. */
+static void test_reach_keywords(void) {
+  const char *cfg = write_file("reach", "Host r\n"
+                                        "  GlobalKnownHostsFile ~/g1 /etc/g2\n"
+                                        "  UserKnownHostsFile ~/u1 ~/u2_%h\n"
+                                        "  HostKeyAlias MyAlias\n"
+                                        "  CertificateFile ~/c_%h\n"
+                                        "  IdentityAgent ~/agent.sock\n"
+                                        "  AddressFamily inet6\n"
+                                        "  ConnectionAttempts 3\n"
+                                        "  ServerAliveInterval 1m\n"
+                                        "  ServerAliveCountMax 4\n"
+                                        "  KexAlgorithms curve25519-sha256\n"
+                                        "  HostKeyAlgorithms -ecdsa*\n"
+                                        "  PubkeyAcceptedKeyTypes ssh-ed25519\n"
+                                        "  BatchMode yes\n"
+                                        "  BindAddress 10.0.0.1\n"
+                                        "  PreferredAuthentications password\n"
+                                        "  PubkeyAuthentication yes\n"
+                                        "Host n\n"
+                                        "  IdentityAgent none\n"
+                                        "  UserKnownHostsFile none\n"
+                                        "  BatchMode yes\n");
+  lc__ssh_host h;
+  lc__err err;
+  LC_REQUIRE_OK(resolve(&h, cfg, "r", &err));
+  LC_CHECK(h.global_known_hosts_count == 2);
+  LC_CHECK_STR(h.global_known_hosts[0], at_home("g1"));
+  LC_CHECK_STR(h.global_known_hosts[1], "/etc/g2");
+  LC_CHECK_STR(h.global_known_hosts_raw, "~/g1 /etc/g2");
+  LC_CHECK(h.known_hosts_count == 2);
+  LC_CHECK_STR(h.known_hosts_files[1], at_home("u2_r"));
+  LC_CHECK_STR(h.hostkey_alias, "myalias");
+  LC_CHECK(h.certificate_count == 1);
+  LC_CHECK_STR(h.certificate_files[0], at_home("c_r"));
+  LC_CHECK_STR(h.identity_agent, at_home("agent.sock"));
+  LC_CHECK(h.address_family == LC__AF_INET6);
+  LC_CHECK(h.connection_attempts == 3);
+  LC_CHECK(h.server_alive_interval_s == 60);
+  LC_CHECK(h.server_alive_count_max == 4);
+  LC_CHECK_STR(h.kex_algorithms, "curve25519-sha256");
+  LC_CHECK(h.hostkey_algorithms != NULL && strstr(h.hostkey_algorithms, "ecdsa") == NULL &&
+           strstr(h.hostkey_algorithms, "ssh-ed25519") != NULL);
+  LC_CHECK_STR(h.pubkey_algorithms, "ssh-ed25519");
+  LC_CHECK(h.batch_mode == 1);
+  /* BindAddress and PreferredAuthentications without publickey: warned; PubkeyAuthentication
+   * yes is what is done anyway: not */
+  LC_CHECK(h.warning_count == 2);
+  if (h.warning_count == 2) {
+    LC_CHECK_CONTAINS(h.warnings[0], "reach:15:");
+    LC_CHECK_CONTAINS(h.warnings[0], "BindAddress");
+    LC_CHECK_CONTAINS(h.warnings[1], "PreferredAuthentications");
+  }
+  lc__ssh_host_clear(&h);
+  LC_REQUIRE_OK(resolve(&h, cfg, "n", &err));
+  LC_CHECK_STR(h.identity_agent, "none");
+  LC_CHECK_STR(h.known_hosts, "/dev/null");
+  LC_CHECK(h.server_alive_interval_s == 300); /* as ssh with BatchMode yes */
+  LC_CHECK(h.warning_count == 0);
+  lc__ssh_host_clear(&h);
+  check_bad(write_file("badreach1", "AddressFamily ipx\n"), 1, LC_ECONFIG, "ipx");
+  check_bad(write_file("badreach2", "KexAlgorithms sntrup-nope\n"), 1, LC_ECONFIG,
+            "unknown algorithm 'sntrup-nope'");
+  check_bad(write_file("badreach3", "ConnectionAttempts 0\n"), 1, LC_ECONFIG, "ConnectionAttempts");
 }
 
 static void test_bad_values(void) {
@@ -797,5 +964,6 @@ LC_TEST_MAIN(LC_TEST(test_spec_forms), LC_TEST(test_spec_bad),
              LC_TEST(test_tokens), LC_TEST(test_tokens_percent_home),
              LC_TEST(test_home_from_passwd), LC_TEST(test_spec_overrides),
              LC_TEST(test_include_glob), LC_TEST(test_include_in_host_block),
-             LC_TEST(test_include_depth), LC_TEST(test_match), LC_TEST(test_bad_values),
+             LC_TEST(test_include_depth), LC_TEST(test_match), LC_TEST(test_system_config),
+             LC_TEST(test_proxy_command), LC_TEST(test_reach_keywords), LC_TEST(test_bad_values),
              LC_TEST(test_aliases), LC_TEST(test_aliases_none), LC_TEST(test_clear))
