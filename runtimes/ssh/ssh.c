@@ -396,14 +396,24 @@ static void tcp_poll_stop(sconn *c) {
   }
 }
 
-/* Ends the ProxyCommand (SIGTERM, as ssh does) and closes its handles. */
+static void proxy_proc_closed(uv_handle_t *h) { free(h); }
+
+/*
+ * Ends the ProxyCommand (SIGTERM, as ssh does) and closes its handles. A process handle closed
+ * before its exit is never waited for (a zombie until this program ends), so a running one is
+ * let go instead: on_proxy_exit closes it once it was reaped.
+ */
 static void proxy_stop(sconn *c) {
   if (!c->proxy_inited)
     return;
   c->proxy_inited = 0;
-  if (c->proxy_running)
-    uv_process_kill(&c->proxy, SIGTERM);
-  uv_close((uv_handle_t *)&c->proxy, handle_closed);
+  if (c->proxy_running) {
+    c->proxy->data = NULL;
+    uv_process_kill(c->proxy, SIGTERM);
+  } else {
+    uv_close((uv_handle_t *)c->proxy, proxy_proc_closed);
+  }
+  c->proxy = NULL;
   uv_close((uv_handle_t *)&c->proxy_err, handle_closed);
 }
 
@@ -1135,6 +1145,10 @@ static void proxy_note(const sconn *c, char *out, size_t size) {
 static void on_proxy_exit(uv_process_t *h, int64_t status, int sig) {
   sconn *c = h->data;
   char note[400];
+  if (c == NULL) { /* let go by proxy_stop */
+    uv_close((uv_handle_t *)h, proxy_proc_closed);
+    return;
+  }
   c->proxy_running = 0;
   c->proxy_status = sig ? 128 + sig : (int)status;
   if (c->state == C_HANDSHAKE || c->state == C_AUTH) {
@@ -1194,6 +1208,12 @@ static void proxy_start(sconn *c) {
     lc__ssh_fail(c, -errno, "%s: cannot run the ProxyCommand: %s", c->where, strerror(errno));
     return;
   }
+  if ((c->proxy = lc__calloc(1, sizeof(*c->proxy))) == NULL) {
+    close(sv[0]);
+    close(sv[1]);
+    lc__ssh_fail(c, -ENOMEM, "%s: out of memory", c->where);
+    return;
+  }
   uv_pipe_init(loop, &c->proxy_err, 0);
   c->proxy_err.data = c;
   io[0].flags = UV_INHERIT_FD;
@@ -1212,11 +1232,11 @@ static void proxy_start(sconn *c) {
   o.stdio_count = 3;
   o.exit_cb = on_proxy_exit;
   o.flags = UV_PROCESS_WINDOWS_HIDE;
-  c->proxy.data = c;
-  r = uv_spawn(loop, &c->proxy, &o);
+  c->proxy->data = c;
+  r = uv_spawn(loop, c->proxy, &o);
   close(sv[1]);
   c->proxy_inited = 1;
-  c->open_handles += 2;
+  c->open_handles += 1; /* the stderr pipe; the process handle is on its own */
   if (r < 0) {
     close(sv[0]);
     c->proxy_running = 0;

@@ -113,7 +113,7 @@ struct sconn {
   char *locked_keys;
   /* ProxyCommand: the command runs under /bin/sh with one end of a socketpair as its stdin and
    * stdout; libssh gets the other end */
-  uv_process_t proxy;
+  uv_process_t *proxy; /* its own allocation: reaped after the connection went (proxy_stop) */
   uv_pipe_t proxy_err; /* its stderr: the last bytes are kept for the error message */
   int proxy_running;   /* the process has not exited yet */
   int proxy_inited;    /* proxy and proxy_err are handles to close */

@@ -11,7 +11,9 @@
  */
 #include "collect.h"
 #include "lc_test.h"
+
 #include "testenv.h"
+#include <dirent.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -497,6 +499,38 @@ static void test_proxy_jump_target_refused(void) {
  * %h:%p lab0`, so lab2 sees lab0 as its client. A ProxyCommand that fails (false) is refused with
  * an error that names the host and the command.
  */
+/* How many children of this process are called ssh or sh (running or zombies), after waiting up
+ * to 5 s for them to go. */
+static int proxy_children(void) {
+  int n = 0;
+  for (int tries = 0; tries < 50; tries++) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    n = 0;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+      char path[300], buf[512], *close_paren;
+      FILE *f;
+      long ppid = 0;
+      if (e->d_name[0] < '1' || e->d_name[0] > '9')
+        continue;
+      snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+      if ((f = fopen(path, "r")) == NULL)
+        continue;
+      if (fgets(buf, sizeof(buf), f) != NULL && (close_paren = strrchr(buf, ')')) != NULL &&
+          sscanf(close_paren + 2, "%*c %ld", &ppid) == 1 && ppid == (long)getpid() &&
+          (strstr(buf, "(ssh)") != NULL || strstr(buf, "(sh)") != NULL))
+        n++;
+      fclose(f);
+    }
+    if (d != NULL)
+      closedir(d);
+    if (n == 0)
+      break;
+    usleep(100 * 1000);
+  }
+  return n;
+}
+
 static void test_proxy_command(void) {
   char cfg[4096], blocks[8192], extra[4400], *b = blocks, addr[64], host[64];
   lc_runtime *rt = NULL;
@@ -521,6 +555,7 @@ static void test_proxy_command(void) {
     LC_CHECK(res.exit_status == 7);
     lc_runtime_free(rt);
     rt = NULL;
+    LC_CHECK(proxy_children() == 0); /* the ProxyCommand ended and was reaped: no zombie */
   }
   r = connect_with(&rt, cfg, "proxyfails", LC_HOSTKEY_DEFAULT, 0, &took);
   LC_CHECK(r < 0 && rt == NULL);
@@ -529,6 +564,7 @@ static void test_proxy_command(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "ProxyCommand");
   LC_CHECK_CONTAINS(lc_error_last(), "false");
   lc_runtime_free(rt);
+  LC_CHECK(proxy_children() == 0);
 }
 
 /*
