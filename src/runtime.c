@@ -921,6 +921,7 @@ static int workdir_begin_locked(lc_runtime *rt) {
   }
   eo.on_line = workdir_line;
   eo.payload = w;
+  eo.label = "workdir";
   if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0)
     goto out;
   if ((r = proc_start(p)) < 0)
