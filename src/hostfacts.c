@@ -176,17 +176,7 @@ static void trim_span(const char **s, size_t *len) {
 }
 
 /* Parses all of [s, s + len) as a decimal number; -1 when it is not one (or too large). */
-static long long span_number(const char *s, size_t len) {
-  long long v = 0;
-  if (len == 0 || len > 18)
-    return -1;
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  return v;
-}
+static long long span_number(const char *s, size_t len) { return lc__decimal(s, len, 18); }
 
 long lc__cpulist_count(const char *list) {
   const char *p = list;

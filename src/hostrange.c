@@ -47,17 +47,7 @@ static int grow(void **p, size_t *cap, size_t n, size_t size) {
 }
 
 /* A run of 1 to DIGITS_MAX digits: its value, or -1. */
-static long number(const char *s, size_t len) {
-  long v = 0;
-  if (len == 0 || len > DIGITS_MAX)
-    return -1;
-  for (size_t i = 0; i < len; i++) {
-    if (s[i] < '0' || s[i] > '9')
-      return -1;
-    v = v * 10 + (s[i] - '0');
-  }
-  return v;
-}
+static long number(const char *s, size_t len) { return (long)lc__decimal(s, len, DIGITS_MAX); }
 
 static int padded(const char *s, size_t len) { return len > 1 && s[0] == '0'; }
 

@@ -50,6 +50,10 @@ int lc__buf_puts(lc__buf *b, const char *s);
 int lc__buf_printf(lc__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s quoted for a POSIX shell: 'it'\''s'. */
 int lc__buf_shell_quote(lc__buf *b, const char *s);
+
+/* All of [s, s + len) as a decimal number of 1 to max_digits (at most 18) digits; -1 when it is
+ * not one. */
+long long lc__decimal(const char *s, size_t len, size_t max_digits);
 void lc__buf_consume(lc__buf *b, size_t n);
 void lc__buf_free(lc__buf *b);
 

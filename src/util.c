@@ -122,3 +122,15 @@ uint64_t lc__now_ms(void) {
 }
 
 const char *lc_version(void) { return "0.1.0"; }
+
+long long lc__decimal(const char *s, size_t len, size_t max_digits) {
+  long long v = 0;
+  if (len == 0 || len > max_digits || len > 18)
+    return -1;
+  for (size_t i = 0; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9')
+      return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
