@@ -111,8 +111,9 @@ int main(int argc, char **argv) {
   }
   if ((r = dask->make(&master, &worker, dask_args)) < 0)
     goto fail;
-  co.master_timeout_ms = 60000;  /* Python takes a few seconds to start on a small machine */
-  co.worker_timeout_ms = 120000; /* all workers, together */
+  /* No start limits set: the dask type states its own (30 s for the scheduler, 60 s for all
+   * workers), which hold where Python takes seconds to start. co.master_timeout_ms and
+   * co.worker_timeout_ms, set, win over them. */
   if ((r = lc_cluster_new(&cluster, group, master, worker, &co)) < 0)
     goto fail;
   printf("starting a Dask scheduler here and %d workers on %zu %s...\n", workers,

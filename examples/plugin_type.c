@@ -27,7 +27,9 @@
  *     library's lc_error_last detail);
  *   - the command strings it returns are freed with lc_free, which is free(): use malloc;
  *   - the library stays loaded for the life of the process;
- *   - compile it with the same cluster.h: the structs are versioned (LC_*_VERSION).
+ *   - compile it with the same cluster.h: the structs are versioned (LC_*_VERSION), only ever
+ *     grow, and the library reads a field only when the version you set has it; zero the
+ *     structs (calloc here), since a zero field means the default.
  */
 #include <lazycluster/cluster.h>
 
@@ -180,6 +182,12 @@ static int greeter_make(lc_master_launcher **master, lc_worker_launcher **worker
   t->master.data = t;
   t->master.command = master_command;
   t->master.wait_ready = NULL; /* ready when its port accepts */
+  /* the type's start limits (0: the library's 3 s and 30 s, plenty for a listener that starts
+   * in milliseconds; a type whose master imports a Python framework states more); the user's
+   * --master-timeout and --timeout still win. type_name names the type in a timeout's message. */
+  t->master.timeout_ms = 0;
+  t->master.type_name = "greeter";
+  t->worker.timeout_ms = 0;
   t->worker.version = LC_WORKER_LAUNCHER_VERSION;
   t->worker.data = t;
   t->worker.command = worker_command;

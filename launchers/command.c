@@ -125,7 +125,7 @@ static int command_make(lc_master_launcher **master, lc_worker_launcher **worker
     free(t);
     return lc__error_set(-ENOMEM, "out of memory");
   }
-  lc__launchers_init(&t->master, &t->worker, t, master_command, worker_command);
+  lc__launchers_init(&t->master, &t->worker, t, "command", master_command, worker_command);
   if ((e = lc__type_arg(args, "expose")) != NULL && strcmp(e, "none") != 0 &&
       strcmp(e, "here") != 0 && strcmp(e, "mesh") != 0) {
     command_release(&t->master, &t->worker);

@@ -17,11 +17,12 @@ const char *lc__type_arg(const char *const *args, const char *key) {
   return NULL;
 }
 
-void lc__launchers_init(lc_master_launcher *m, lc_worker_launcher *w, void *data,
+void lc__launchers_init(lc_master_launcher *m, lc_worker_launcher *w, void *data, const char *name,
                         lc__master_command_fn mc, lc__worker_command_fn wc) {
   m->version = LC_MASTER_LAUNCHER_VERSION;
   m->data = data;
   m->command = mc;
+  m->type_name = name;
   w->version = LC_WORKER_LAUNCHER_VERSION;
   w->data = data;
   w->command = wc;

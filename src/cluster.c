@@ -19,6 +19,13 @@
 #define LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
 #define TAIL_LINES 8
 
+/* Where a start limit came from, for its error message. */
+typedef enum limit_source {
+  LIMIT_LIBRARY, /* the library's default */
+  LIMIT_TYPE,    /* the launcher's timeout_ms */
+  LIMIT_ASKED,   /* lc_cluster_options */
+} limit_source;
+
 /* The last lines a process wrote to stderr, for error messages. */
 typedef struct tail {
   char *line[TAIL_LINES];
@@ -48,6 +55,8 @@ struct lc_cluster {
   lc_worker_launcher *w;
   lc_cluster_options opts;
   char *master_host_opt;
+  limit_source master_timeout_src, worker_timeout_src;
+  char *master_timeout_opt, *worker_timeout_opt; /* how messages name what changes them */
   char **env;
   size_t nenv;
   lc_ports *worker_ports;
@@ -174,16 +183,39 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL && opts->version >= 2)
+  if (opts != NULL && opts->version >= 3)
     c->opts = *opts;
+  else if (opts != NULL && opts->version == 2) /* version 2 ends with on_event */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, master_timeout_option));
   else if (opts != NULL) /* version 1 ends with env */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_event));
   if (c->opts.master_port <= 0)
     c->opts.master_port = 60000;
-  if (c->opts.master_timeout_ms <= 0)
-    c->opts.master_timeout_ms = 3000;
-  if (c->opts.worker_timeout_ms <= 0)
-    c->opts.worker_timeout_ms = 30000;
+  /* the start limits: the options', else the type's, else the library's */
+  c->master_timeout_src = LIMIT_ASKED;
+  if (c->opts.master_timeout_ms <= 0) {
+    int type_ms = master->version >= 2 ? master->timeout_ms : 0;
+    c->master_timeout_src = type_ms > 0 ? LIMIT_TYPE : LIMIT_LIBRARY;
+    c->opts.master_timeout_ms = type_ms > 0 ? type_ms : LC_CLUSTER_MASTER_TIMEOUT_MS;
+  }
+  c->worker_timeout_src = LIMIT_ASKED;
+  if (c->opts.worker_timeout_ms <= 0) {
+    int type_ms = worker->version >= 3 ? worker->timeout_ms : 0;
+    c->worker_timeout_src = type_ms > 0 ? LIMIT_TYPE : LIMIT_LIBRARY;
+    c->opts.worker_timeout_ms = type_ms > 0 ? type_ms : LC_CLUSTER_WORKER_TIMEOUT_MS;
+  }
+  c->master_timeout_opt =
+      lc__strdup(c->opts.master_timeout_option ? c->opts.master_timeout_option
+                                               : "lc_cluster_options.master_timeout_ms");
+  c->worker_timeout_opt =
+      lc__strdup(c->opts.worker_timeout_option ? c->opts.worker_timeout_option
+                                               : "lc_cluster_options.worker_timeout_ms");
+  c->opts.master_timeout_option = NULL;
+  c->opts.worker_timeout_option = NULL;
+  if (c->master_timeout_opt == NULL || c->worker_timeout_opt == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
   if (c->opts.master_port > 65535) {
     r = lc__error_set(-EINVAL, "cluster: master port %d is out of range", c->opts.master_port);
     goto out;
@@ -266,6 +298,8 @@ void lc_cluster_free(lc_cluster *c) {
   free(c->workers);
   free(c->ports);
   free(c->master_host_opt);
+  free(c->master_timeout_opt);
+  free(c->worker_timeout_opt);
   lc__buf_free(&c->log);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
@@ -284,6 +318,31 @@ const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i) {
   return i < c->nworkers ? &c->workers[i].info : NULL;
 }
 const char *lc_cluster_log(const lc_cluster *c) { return c->log.data ? c->log.data : ""; }
+
+/* Where the master's (master != 0) or the workers' start limit came from and what changes it,
+ * for a timeout's message: "(the dask type's default master timeout; --master-timeout S changes
+ * it)". */
+static void limit_why(const lc_cluster *c, int master, char *out, size_t size) {
+  limit_source src = master ? c->master_timeout_src : c->worker_timeout_src;
+  const char *what = master ? "master timeout" : "worker timeout";
+  const char *type = c->m->version >= 2 ? c->m->type_name : NULL;
+  const char *opt = master ? c->master_timeout_opt : c->worker_timeout_opt;
+  if (src == LIMIT_ASKED)
+    snprintf(out, size, "(the %s given; %s changes it)", what, opt);
+  else if (src == LIMIT_TYPE)
+    snprintf(out, size, "(the %s type's default %s; %s changes it)", type ? type : "cluster", what,
+             opt);
+  else
+    snprintf(out, size, "(the default %s; %s changes it)", what, opt);
+}
+
+/* "30 s (the dask type's default master timeout; --master-timeout S changes it)". */
+static void limit_text(const lc_cluster *c, int master, char *out, size_t size) {
+  char why[512];
+  limit_why(c, master, why, sizeof(why));
+  snprintf(out, size, "%g s %s",
+           (master ? c->opts.master_timeout_ms : c->opts.worker_timeout_ms) / 1000.0, why);
+}
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 
@@ -561,10 +620,14 @@ static int master_await(lc_cluster *c, int port, int *retry) {
     describe(c, c->master_tag, c->master_proc, msg, sizeof(msg));
     *retry = r == LC_EREMOTE && !c->opts.master_port_fixed &&
              (strstr(msg, "in use") != NULL || strstr(msg, "EADDRINUSE") != NULL);
+    char limit[640] = "(it died)";
+    if (r != LC_EREMOTE) {
+      snprintf(limit, sizeof(limit), "within ");
+      limit_text(c, 1, limit + strlen(limit), sizeof(limit) - strlen(limit));
+    }
     r = lc__error_set(r == LC_EREMOTE ? LC_EREMOTE : -ETIMEDOUT,
                       "%s: the master did not start on port %d %s: %s",
-                      lc_runtime_name(c->master_rt), port,
-                      r == LC_EREMOTE ? "(it died)" : "within the master timeout", msg);
+                      lc_runtime_name(c->master_rt), port, limit, msg);
     master_drop(c);
     if (*retry)
       logf_(c, "port %d was taken after all: trying another", port);
@@ -914,9 +977,13 @@ static int workers_ready(lc_cluster *c, const wstart *st) {
   /* readiness: every port listens (or the launcher says so), every process lives */
   deadline = lc__now_ms() + (uint64_t)c->opts.worker_timeout_ms;
   if (c->w->wait_ready != NULL) {
-    char why[LC_ERRMSG_MAX];
+    char why[LC_ERRMSG_MAX], src[512];
     r = c->w->wait_ready(c->w, c, st->n, c->opts.worker_timeout_ms);
     snprintf(why, sizeof(why), "%s", lc_error_last());
+    if (r == -ETIMEDOUT) { /* the launcher says what it waited for; the cluster, which limit */
+      limit_why(c, 0, src, sizeof(src));
+      snprintf(why + strlen(why), sizeof(why) - strlen(why), " %s", src);
+    }
     for (size_t i = first; r < 0 && i < c->nworkers; i++) {
       cworker *w = &c->workers[i];
       if (lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT) {
@@ -1051,9 +1118,11 @@ static int wait_listening_all(lc_cluster *c, size_t first, uint64_t deadline) {
         cworker *w = &c->workers[i];
         if (w->ready)
           continue;
+        char limit[640];
         describe(c, w->tag, w->proc, msg, sizeof(msg));
-        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %.1f s: %s", w->tag->tag,
-                          w->info.port, c->opts.worker_timeout_ms / 1000.0, msg);
+        limit_text(c, 0, limit, sizeof(limit));
+        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %s: %s", w->tag->tag,
+                          w->info.port, limit, msg);
         goto out;
       }
     }

@@ -39,7 +39,7 @@ typedef struct lc_worker_info {
   int aux_port;        /**< a second port when the launcher asks for one (a Dask nanny), or 0 */
 } lc_worker_info;
 
-#define LC_MASTER_LAUNCHER_VERSION 1
+#define LC_MASTER_LAUNCHER_VERSION 2
 
 typedef struct lc_master_launcher lc_master_launcher;
 
@@ -51,9 +51,16 @@ struct lc_master_launcher {
   int (*command)(lc_master_launcher *self, lc_cluster *cluster, int port, char **out);
   /** Optional: blocks until the master is ready; NULL: ready when its port accepts. */
   int (*wait_ready)(lc_master_launcher *self, lc_cluster *cluster, int port, int timeout_ms);
+  /* version 2 */
+  /** The type's master start limit in ms, used when lc_cluster_options.master_timeout_ms is 0
+   * (a Python scheduler needs more than the library's 3 s on a busy machine); 0: the library's
+   * (LC_CLUSTER_MASTER_TIMEOUT_MS). */
+  int timeout_ms;
+  /** The type's name, for messages ("the dask type's default master timeout"); NULL: none. */
+  const char *type_name;
 };
 
-#define LC_WORKER_LAUNCHER_VERSION 2
+#define LC_WORKER_LAUNCHER_VERSION 3
 
 #define LC_WORKER_MESH 1 /**< lc_worker_launcher.mesh: each worker's port on every host */
 #define LC_WORKER_HERE 2 /**< lc_worker_launcher.mesh: each worker's port on this machine */
@@ -83,6 +90,10 @@ struct lc_worker_launcher {
   /** Non-zero: lc_cluster_start may start the workers as soon as the master's process runs,
    * before the master is ready (for workers that retry the master until it answers). */
   int early;
+  /* version 3 */
+  /** The type's worker start limit in ms (all workers of one start), used when
+   * lc_cluster_options.worker_timeout_ms is 0; 0: the library's (LC_CLUSTER_WORKER_TIMEOUT_MS). */
+  int timeout_ms;
 };
 
 /** Output of every process of the cluster: tag is "HOST master" or "HOST worker-N". */
@@ -100,7 +111,11 @@ typedef enum lc_cluster_event {
 typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event, int index,
                                     void *payload);
 
-#define LC_CLUSTER_OPTIONS_VERSION 2
+#define LC_CLUSTER_OPTIONS_VERSION 3
+
+/** The library's start limits, for a type that states none. */
+#define LC_CLUSTER_MASTER_TIMEOUT_MS 3000
+#define LC_CLUSTER_WORKER_TIMEOUT_MS 30000
 
 /** Options of a cluster. A zero field means the default. */
 typedef struct lc_cluster_options {
@@ -113,9 +128,11 @@ typedef struct lc_cluster_options {
   int master_port_fixed;
   /** Worker ports; default "60001-60199". */
   const char *worker_ports;
-  /** Master start limit in ms; default 3000. */
+  /** Master start limit in ms; default: the master launcher's timeout_ms, else
+   * LC_CLUSTER_MASTER_TIMEOUT_MS. */
   int master_timeout_ms;
-  /** Worker start limit in ms (all workers of one start); default 30000. */
+  /** Worker start limit in ms (all workers of one start); default: the worker launcher's
+   * timeout_ms, else LC_CLUSTER_WORKER_TIMEOUT_MS. */
   int worker_timeout_ms;
   /** Every process's output lines (for --debug); NULL: kept only for error messages. */
   lc_cluster_line_cb on_line;
@@ -125,6 +142,12 @@ typedef struct lc_cluster_options {
   /* version 2 */
   /** Progress of a start (gets payload too); NULL: none. */
   lc_cluster_event_cb on_event;
+  /* version 3 */
+  /** How a timeout's error detail names what changes the master's / the workers' start limit
+   * (a tool's own option, "--master-timeout S"); NULL: the field of these options
+   * ("lc_cluster_options.master_timeout_ms"). Copied. */
+  const char *master_timeout_option;
+  const char *worker_timeout_option;
 } lc_cluster_options;
 
 #define LC_CLUSTER_OPTIONS_INIT {.version = LC_CLUSTER_OPTIONS_VERSION}
@@ -150,14 +173,16 @@ LC_EXTERN int lc_cluster_start(lc_cluster *c, int n);
 /**
  * Starts the master and waits until it is ready; its port is then reachable as localhost:PORT on
  * every host. Returns 0, -EADDRINUSE (fixed port taken, naming where), LC_ENOPORTS,
- * -ETIMEDOUT (not ready in time: the detail has its last stderr lines and exit status).
+ * -ETIMEDOUT (not ready in time: the detail names the limit, where it came from and what changes
+ * it, and has the master's last stderr lines and exit status).
  */
 LC_EXTERN int lc_cluster_start_master(lc_cluster *c);
 
 /**
  * Starts n more workers (the master must be up) and waits until they are ready. A worker that
  * fails names its host, index, exit status and last stderr lines; everything this call started
- * is stopped again. Returns 0, LC_EREMOTE (a worker died), -ETIMEDOUT, LC_ENOPORTS.
+ * is stopped again. Returns 0, LC_EREMOTE (a worker died), -ETIMEDOUT (the detail names the
+ * limit, where it came from and what changes it), LC_ENOPORTS.
  */
 LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
 

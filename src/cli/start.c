@@ -48,7 +48,29 @@ static void on_event(lc_cluster *c, lc_cluster_event ev, int index, void *payloa
     fprintf(stderr, "workers up: %ld/%ld\n", p->up, p->workers);
 }
 
+/* "master 30 s, workers 60 s": the start limits of a built-in type when none is given, read from
+ * the launchers it makes (their timeout_ms, else the library's). */
+static void type_limits(const char *name, char *out, size_t size) {
+  const lc_cluster_type *t = lc_cluster_type_find(name);
+  const char *args[] = {"master=:", "worker=:", NULL};
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  int master_ms = LC_CLUSTER_MASTER_TIMEOUT_MS, worker_ms = LC_CLUSTER_WORKER_TIMEOUT_MS;
+  if (t != NULL && t->make(&m, &w, args) == 0) {
+    if (m->version >= 2 && m->timeout_ms > 0)
+      master_ms = m->timeout_ms;
+    if (w->version >= 3 && w->timeout_ms > 0)
+      worker_ms = w->timeout_ms;
+    if (t->release != NULL)
+      t->release(m, w);
+  }
+  snprintf(out, size, "master %g s, workers %g s", master_ms / 1000.0, worker_ms / 1000.0);
+}
+
 static int usage(void) {
+  char command_limits[64], dask_limits[64];
+  type_limits("command", command_limits, sizeof(command_limits));
+  type_limits("dask", dask_limits, sizeof(dask_limits));
   printf("usage: " CLI_NAME " start --workers N [options]\n"
          "Starts a master and N workers and holds them until Ctrl-C; every process reaches the\n"
          "master on localhost:PORT through SSH tunnels. With no host configured, this machine\n"
@@ -63,11 +85,17 @@ static int usage(void) {
          "  --master-port P         the master's port (default 60000; another when taken)\n"
          "  --fixed-master-port     fail instead of taking another port\n"
          "  --ports RANGES          worker ports (default 60001-60199)\n"
-         "  --timeout S             worker start limit in seconds (default 30)\n"
-         "  --master-timeout S      master start limit in seconds (default 3)\n"
+         "  --timeout S             worker start limit in seconds, all workers together\n"
+         "                          (default: the type's, below)\n"
+         "  --master-timeout S      master start limit in seconds (default: the type's, below)\n"
          "  --debug                 show every process's output, tagged [host worker-N]\n"
-         "%s",
-         cli_hostopts_help());
+         "%s\n"
+         "Start limits when none is given, per type:\n"
+         "  command                 %s\n"
+         "  dask                    %s\n"
+         "  PATH.so                 the type's own, else master %g s, workers %g s\n",
+         cli_hostopts_help(), command_limits, dask_limits, LC_CLUSTER_MASTER_TIMEOUT_MS / 1000.0,
+         LC_CLUSTER_WORKER_TIMEOUT_MS / 1000.0);
   return CLI_EXIT_OK;
 }
 
@@ -227,6 +255,8 @@ int cli_start(int argc, char **argv) {
     }
   }
   co.on_line = debug ? debug_line : NULL;
+  co.master_timeout_option = "--master-timeout S";
+  co.worker_timeout_option = "--timeout S";
   co.on_event = on_event;
   co.payload = &prog;
   prog.workers = workers;

@@ -9,7 +9,8 @@
 #               on lab0, workers reach it over the hosts' network), from SSHCluster(...) until a
 #               client's wait_for_workers(N) returns (the Python imports are done before the clock
 #               starts)
-#   floor       the same Dask processes as ours (dask-scheduler and N dask-worker, same options)
+#   floor       the same Dask processes as ours (`dask scheduler` and N `dask worker`, or the
+#               dash names where there is no dask command; same options)
 #               started at once on this machine without SSH, until a Dask client sees N workers
 #
 # alternated within each round (the order rotates from round to round), several rounds; prints
@@ -50,7 +51,7 @@ fi
 # readiness check runs python3: make python3 that one when the first in PATH lacks Dask).
 py=$(command -v python3)
 if ! python3 -c 'import distributed' 2>/dev/null; then
-  py=$(sed -n '1s/^#!//p' "$(command -v dask-scheduler)")
+  py=$(sed -n '1s/^#!//p' "$(command -v dask || command -v dask-scheduler)")
   PATH=$(dirname "$py"):$PATH
   export PATH
 fi
@@ -109,7 +110,7 @@ run_ours() { # -> "SECONDS REGISTERED"
   local t0 t1 pid line port g
   t0=$(now)
   exec 3< <(exec "$ctl" start --type dask --workers "$n" --hosts "$hostlist" -F "$cfg" \
-    --master-port 62600 --ports 62601-62799 --timeout 300 --master-timeout 60 \
+    --master-port 62600 --ports 62601-62799 \
     2>"$tmp/ours.err")
   pid=$!
   t1="" port=""
@@ -169,11 +170,13 @@ run_floor() {
   local t0 t1 sp=62900 i g
   mine=()
   t0=$(now)
-  setsid dask-scheduler --host 127.0.0.1 --port $sp --no-dashboard </dev/null \
+  local dask=(dask-scheduler) worker=(dask-worker)
+  if command -v dask >/dev/null 2>&1; then dask=(dask scheduler) worker=(dask worker); fi
+  setsid "${dask[@]}" --host 127.0.0.1 --port $sp --no-dashboard </dev/null \
     >/dev/null 2>"$tmp/floor.err" &
   mine+=($!)
   for i in $(seq 0 $((n - 1))); do
-    setsid dask-worker tcp://127.0.0.1:$sp --host 127.0.0.1 --worker-port $((sp + 1 + 2 * i)) \
+    setsid "${worker[@]}" tcp://127.0.0.1:$sp --host 127.0.0.1 --worker-port $((sp + 1 + 2 * i)) \
       --nanny-port $((sp + 2 + 2 * i)) --no-dashboard --nthreads 1 --memory-limit 0 \
       --name "worker-$i" </dev/null >/dev/null 2>&1 &
     mine+=($!)

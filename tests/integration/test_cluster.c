@@ -3,7 +3,10 @@
  * context and its way to the master through the tunnels, declared GPUs, the error cases (master
  * timeout with its stderr, a master that dies, port in use, no ports left, a worker that fails at
  * start) and that nothing is left on any host: after lc_cluster_free, and after SIGKILL of
- * lazyclusterctl start (no process, no listener, no working directory).
+ * lazyclusterctl start (no process, no listener, no working directory). The start limits: the
+ * options' over the type's (launcher timeout_ms) over the library's, launchers of older versions
+ * keep the library's, and a timeout's message names the limit, where it came from and what
+ * changes it (the options' field; through lazyclusterctl, its flag).
  *
  * The hosts run our own `lazyclusterctl serve` as master and workers: the binary is sent to each
  * host's home first, so the build directory need not be visible there.
@@ -13,6 +16,7 @@
 #include "testenv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -292,7 +296,8 @@ static void test_master_errors(void) {
   r = lc_cluster_start_master(c);
   LC_CHECK(r == -ETIMEDOUT);
   LC_CHECK_CONTAINS(lc_error_last(), "boom-from-master");
-  LC_CHECK_CONTAINS(lc_error_last(), "within the master timeout");
+  LC_CHECK_CONTAINS(lc_error_last(), "within 1.5 s (the master timeout given; "
+                                     "lc_cluster_options.master_timeout_ms changes it)");
   lc_cluster_free(c);
   free_type(m, w);
   /* it dies: its exit status and stderr */
@@ -373,6 +378,214 @@ static void test_worker_errors(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "{worker_prot}");
 }
 
+/* Masters that never listen ("sleep 61" on this machine), to time out: nothing of them is left. */
+static int count_sleepers(void) {
+  int n = th_each_local_proc("cmdline", th_cmdline_matches, "^sleep 61");
+  for (int i = 0; i < HOSTS; i++)
+    n += th_count_procs(i, "^sleep 61");
+  return n;
+}
+
+static void wait_no_sleepers(void) {
+  for (int i = 0; i < 100 && count_sleepers() > 0; i++)
+    usleep(100 * 1000);
+  LC_CHECK(count_sleepers() == 0);
+}
+
+/*
+ * Which start limit holds, and what its message says: the type's (the launcher's timeout_ms) when
+ * the options set none; the options' over it; the library's for a launcher of version 1 (its
+ * struct ends before timeout_ms, so the field must not be read); the option's name in the message
+ * from lc_cluster_options v3 (copied), not from an older version's struct.
+ */
+static void test_timeout_sources(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char flag[32];
+  int r;
+  LC_REQUIRE_OK(make_type(&m, &w, "exec sleep 61", worker_tmpl));
+  LC_CHECK(m->version == 2 && w->version == 3);
+  LC_CHECK_STR(m->type_name, "command");
+  LC_CHECK(m->timeout_ms == 0 && w->timeout_ms == 0); /* command: the library's limits */
+  o.master_port = 61800;
+  o.worker_ports = "61801-61850";
+  /* the type's limit */
+  m->timeout_ms = 1200;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "localhost: the master did not start on port 61800 within "
+                                     "1.2 s (the command type's default master timeout; "
+                                     "lc_cluster_options.master_timeout_ms changes it): it still "
+                                     "runs");
+  lc_cluster_free(c);
+  /* the options' over the type's; the option named as the caller says */
+  o.master_timeout_ms = 700;
+  snprintf(flag, sizeof(flag), "--master-timeout S");
+  o.master_timeout_option = flag;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  flag[0] = 'X'; /* copied by lc_cluster_new */
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(),
+                    "within 0.7 s (the master timeout given; --master-timeout S changes it)");
+  lc_cluster_free(c);
+  /* options of version 2 end before master_timeout_option: it is not read */
+  o.version = 2;
+  snprintf(flag, sizeof(flag), "--master-timeout S");
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "within 0.7 s (the master timeout given; "
+                                     "lc_cluster_options.master_timeout_ms changes it)");
+  lc_cluster_free(c);
+  o.version = LC_CLUSTER_OPTIONS_VERSION;
+  o.master_timeout_option = NULL;
+  o.master_timeout_ms = 0;
+  /* a version 1 master launcher: its timeout_ms is not read; the library's 3 s hold */
+  m->version = 1;
+  m->timeout_ms = 1; /* would time out at once if it were read */
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start_master(c);
+  LC_CHECK(r == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "within 3 s (the default master timeout; "
+                                     "lc_cluster_options.master_timeout_ms changes it)");
+  lc_cluster_free(c);
+  free_type(m, w);
+  wait_no_sleepers();
+  /* the workers' limit from the type: a worker that never listens */
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, "exec sleep 61"));
+  w->timeout_ms = 1000;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start_master(c));
+  r = lc_cluster_start_workers(c, 1);
+  LC_CHECK(r == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "lab0 worker-0 did not listen on port ");
+  LC_CHECK_CONTAINS(lc_error_last(), " within 1 s (the command type's default worker timeout; "
+                                     "lc_cluster_options.worker_timeout_ms changes it): it still "
+                                     "runs");
+  lc_cluster_free(c);
+  free_type(m, w);
+  wait_no_sleepers();
+}
+
+/* Runs lazyclusterctl with args (NULL-terminated, after the program's name); its stdout and
+ * stderr into out. Returns its exit status, or -1. */
+static int run_ctl(const char *const *args, char *out, size_t size) {
+  const char *argv[64];
+  int fds[2], st, n = 0;
+  size_t used = 0;
+  ssize_t k;
+  pid_t pid;
+  argv[n++] = ctl;
+  for (; *args != NULL && n < 63; args++)
+    argv[n++] = *args;
+  argv[n] = NULL;
+  if (pipe(fds) < 0)
+    return -1;
+  if ((pid = fork()) == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    execv(ctl, (char *const *)argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  while (used + 1 < size && (k = read(fds[0], out + used, size - used - 1)) > 0)
+    used += (size_t)k;
+  out[used] = '\0';
+  close(fds[0]);
+  if (waitpid(pid, &st, 0) != pid)
+    return -1;
+  if (used > 0)
+    fprintf(stderr, "  | %s", out);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* lazyclusterctl start with the command type's defaults (no limit given) and with the limits
+ * given: a timeout names the limit, where it came from, and the flag that changes it. */
+static void test_cli_timeout_messages(void) {
+  char out[16384];
+  const char *defaults[] = {"start",
+                            "-F",
+                            th_config(),
+                            "--hosts",
+                            "lab0",
+                            "--workers",
+                            "1",
+                            "--master-port",
+                            "61860",
+                            "--ports",
+                            "61861-61890",
+                            "--master-cmd",
+                            "echo held-back >&2; exec sleep 61",
+                            "--worker-cmd",
+                            worker_tmpl,
+                            NULL};
+  const char *given[] = {"start",
+                         "-F",
+                         th_config(),
+                         "--hosts",
+                         "lab0",
+                         "--workers",
+                         "1",
+                         "--master-port",
+                         "61860",
+                         "--ports",
+                         "61861-61890",
+                         "--master-cmd",
+                         "echo held-back >&2; exec sleep 61",
+                         "--worker-cmd",
+                         worker_tmpl,
+                         "--master-timeout",
+                         "1.5",
+                         NULL};
+  const char *workers[] = {"start",
+                           "-F",
+                           th_config(),
+                           "--hosts",
+                           "lab0",
+                           "--workers",
+                           "1",
+                           "--master-port",
+                           "61860",
+                           "--ports",
+                           "61861-61890",
+                           "--master-cmd",
+                           master_tmpl,
+                           "--worker-cmd",
+                           "exec sleep 61",
+                           "--timeout",
+                           "1",
+                           NULL};
+  LC_CHECK(run_ctl(defaults, out, sizeof(out)) == 1);
+  LC_CHECK_CONTAINS(out, "the cluster did not start: localhost: the master did not start on port "
+                         "61860 within 3 s (the default master timeout; --master-timeout S "
+                         "changes it): it still runs; its last stderr lines:");
+  LC_CHECK_CONTAINS(out, "held-back");
+  LC_CHECK(run_ctl(given, out, sizeof(out)) == 1);
+  LC_CHECK_CONTAINS(out, "within 1.5 s (the master timeout given; --master-timeout S changes "
+                         "it): it still runs");
+  LC_CHECK(run_ctl(workers, out, sizeof(out)) == 1);
+  LC_CHECK_CONTAINS(out, "the workers did not start: lab0 worker-0 did not listen on port ");
+  LC_CHECK_CONTAINS(out, " within 1 s (the worker timeout given; --timeout S changes it): it "
+                         "still runs");
+  wait_no_sleepers();
+  LC_CHECK(count_everywhere("^serve 618") == 0);
+}
+
+/* lazyclusterctl start --help states each built-in type's limits. */
+static void test_cli_help_states_limits(void) {
+  char out[16384];
+  const char *args[] = {"start", "--help", NULL};
+  LC_CHECK(run_ctl(args, out, sizeof(out)) == 0);
+  LC_CHECK_CONTAINS(out, "  command                 master 3 s, workers 30 s\n");
+  LC_CHECK_CONTAINS(out, "  dask                    master 30 s, workers 60 s\n");
+}
+
 /* lazyclusterctl start, then SIGKILL: after the heartbeat limit nothing is left anywhere. */
 static void test_sigkill_of_start(void) {
   char cmd[8192], line[512];
@@ -447,6 +660,9 @@ int main(int argc, char **argv) {
       LC_TEST(test_declared_gpus),
       LC_TEST(test_master_errors),
       LC_TEST(test_worker_errors),
+      LC_TEST(test_timeout_sources),
+      LC_TEST(test_cli_timeout_messages),
+      LC_TEST(test_cli_help_states_limits),
       LC_TEST(test_sigkill_of_start),
       LC_TEST(test_master_moves_with_early_workers),
       LC_TEST(test_workers_move_when_port_taken),

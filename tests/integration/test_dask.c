@@ -12,9 +12,17 @@
  *   - through the CLI: `lazyclusterctl start --type dask` in the background until "ready:", a
  *     client computation, then SIGINT (exit 0, nothing left), and SIGKILL (with --heartbeat 3:
  *     nothing left once the lifelines notice);
- *   - a worker start that times out says why (the launcher's message, not a stray one);
+ *   - a worker start that times out says why (the launcher's message, not a stray one) and which
+ *     limit ran out; a scheduler that never listens, started with the type's defaults, fails
+ *     after the dask type's master timeout, which the message names with --master-timeout;
  *   - a `python3` without Dask first in PATH (a virtualenv, pyenv) while Dask is installed for
- *     the interpreter dask-scheduler runs under: the cluster still starts.
+ *     the interpreter the scheduler runs under: the cluster still starts;
+ *   - the defaults a user gets: every start here but those about a limit gives none, and
+ *     `start --type dask --workers 16` on 4 hosts with no limit given starts, computes, and
+ *     leaves nothing on any host after SIGINT;
+ *   - `dask scheduler` / `dask worker` where a `dask` command exists, dask-scheduler /
+ *     dask-worker otherwise (the launcher's commands run under sh with stand-in programs), and no
+ *     deprecation warning in a start's --debug output with the installed Dask.
  *
  * Every check that waits polls with a deadline; none sleeps a fixed time to let things settle.
  */
@@ -172,18 +180,21 @@ typedef struct sched_match {
   long *pid;    /* when not NULL: set to the (last) match's pid */
 } sched_match;
 
+/* A Dask scheduler's command line ("... dask scheduler --host ..." or the older spelling), not
+ * a shell whose script mentions one. */
 static int is_scheduler(long pid, const char *cmdline, const void *arg) {
   const sched_match *m = arg;
   const char *port = strstr(cmdline, "--port ");
-  if (strstr(cmdline, "dask-scheduler") == NULL || port == NULL || atoi(port + 7) < m->lo ||
-      atoi(port + 7) > m->hi)
+  if ((strstr(cmdline, "dask scheduler --host ") == NULL &&
+       strstr(cmdline, "dask-scheduler --host ") == NULL) ||
+      port == NULL || atoi(port + 7) < m->lo || atoi(port + 7) > m->hi)
     return 0;
   if (m->pid != NULL)
     *m->pid = pid;
   return 1;
 }
 
-/* dask-scheduler processes on this machine started with a --port in [lo, hi]. */
+/* Dask schedulers on this machine started with a --port in [lo, hi]. */
 static int count_local_schedulers(int lo, int hi) {
   sched_match m = {lo, hi, NULL};
   return th_each_local_proc("cmdline", is_scheduler, &m);
@@ -469,6 +480,108 @@ static long local_scheduler_pid(int port) {
   return pid;
 }
 
+/* ---- which Dask programs -------------------------------------------------------------------- */
+
+/* Writes an executable stand-in for a Dask program: it prints its name, its arguments and the
+ * connect timeout it was given, on one line. */
+static int write_standin(const char *dir, const char *name) {
+  char path[4400];
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/%s", dir, name);
+  if ((f = fopen(path, "w")) == NULL)
+    return -1;
+  fprintf(f,
+          "#!/bin/sh\nprintf %%s %s; printf ' %%s' \"$@\"; "
+          "printf ' connect=%%s\\n' \"$DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT\"\n",
+          name);
+  fclose(f);
+  return chmod(path, 0755);
+}
+
+static int starts_with(const char *s, const char *prefix) {
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Runs cmd under /bin/sh with PATH=dir and nothing else in the environment; its first line. */
+static void run_in_path(char *out, size_t size, const char *dir, const char *cmd) {
+  char *q = NULL, *full = NULL;
+  FILE *p;
+  out[0] = '\0';
+  if (lc_shell_quote(&q, cmd) < 0 || (full = malloc(strlen(q) + strlen(dir) + 64)) == NULL) {
+    lc_free(q);
+    return;
+  }
+  sprintf(full, "env -i PATH=%s /bin/sh -c %s 2>&1", dir, q);
+  if ((p = popen(full, "r")) != NULL) {
+    if (fgets(out, (int)size, p) == NULL)
+      out[0] = '\0';
+    pclose(p);
+  }
+  out[strcspn(out, "\n")] = '\0';
+  fprintf(stderr, "  PATH=%s: %s\n", strrchr(dir, '/') + 1, out);
+  free(full);
+  lc_free(q);
+}
+
+/*
+ * The dask launchers' commands, run by sh with stand-ins for Dask's programs in an otherwise empty
+ * PATH: where there is a `dask` command they run `dask scheduler` and `dask worker`, where there is
+ * none dask-scheduler and dask-worker, with the same options. The type states its own limits (and
+ * the workers' connect timeout follows the master's).
+ */
+static void test_dask_programs(void) {
+  const lc_cluster_type *t = lc_cluster_type_find("dask");
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_worker_info wi = {.index = 3,
+                       .count = 4,
+                       .host = "lab0",
+                       .port = 62151,
+                       .gpu = -1,
+                       .master_port = 62150,
+                       .workdir = "/tmp",
+                       .aux_port = 62152};
+  char *mcmd = NULL, *wcmd = NULL, old_bin[4200], new_bin[4200], got[4096];
+  LC_REQUIRE(t != NULL);
+  LC_REQUIRE_OK(t->make(&m, &w, NULL));
+  LC_CHECK(m->version == LC_MASTER_LAUNCHER_VERSION && w->version == LC_WORKER_LAUNCHER_VERSION);
+  LC_CHECK(m->timeout_ms == 30000 && w->timeout_ms == 60000);
+  LC_CHECK_STR(m->type_name, "dask");
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, NULL));
+  LC_REQUIRE_OK(m->command(m, c, 62150, &mcmd));
+  LC_REQUIRE_OK(w->command(w, c, &wi, &wcmd));
+  snprintf(old_bin, sizeof(old_bin), "%s/dask-old-bin", th_dir());
+  snprintf(new_bin, sizeof(new_bin), "%s/dask-new-bin", th_dir());
+  mkdir(old_bin, 0755);
+  mkdir(new_bin, 0755);
+  LC_REQUIRE(write_standin(old_bin, "dask-scheduler") == 0 &&
+             write_standin(old_bin, "dask-worker") == 0);
+  LC_REQUIRE(write_standin(new_bin, "dask-scheduler") == 0 &&
+             write_standin(new_bin, "dask-worker") == 0 && write_standin(new_bin, "dask") == 0);
+  run_in_path(got, sizeof(got), new_bin, mcmd);
+  LC_CHECK(starts_with(got, "dask scheduler --host 127.0.0.1 --port 62150 --no-dashboard "
+                            "--dashboard-address 127.0.0.1:0"));
+  run_in_path(got, sizeof(got), old_bin, mcmd);
+  LC_CHECK(starts_with(got, "dask-scheduler --host 127.0.0.1 --port 62150 --no-dashboard "
+                            "--dashboard-address 127.0.0.1:0"));
+  run_in_path(got, sizeof(got), new_bin, wcmd);
+  LC_CHECK(starts_with(got,
+                       "dask worker tcp://127.0.0.1:62150 --host 127.0.0.1 --worker-port 62151 "
+                       "--nanny-port 62152 "));
+  LC_CHECK_CONTAINS(got, " --name worker-3");
+  LC_CHECK_CONTAINS(got, " connect=60s"); /* the type's master timeout (30 s) + Dask's 30 s */
+  run_in_path(got, sizeof(got), old_bin, wcmd);
+  LC_CHECK(starts_with(got,
+                       "dask-worker tcp://127.0.0.1:62150 --host 127.0.0.1 --worker-port 62151 "
+                       "--nanny-port 62152 "));
+  LC_CHECK_CONTAINS(got, " connect=60s");
+  lc_free(mcmd);
+  lc_free(wcmd);
+  lc_cluster_free(c);
+  t->release(m, w);
+}
+
 /* ---- the library path ----------------------------------------------------------------------- */
 
 static void test_library_cluster(void) {
@@ -497,9 +610,7 @@ static void test_library_cluster(void) {
   LC_REQUIRE_OK(dask->make(&dask_master, &dask_worker, args));
   co.master_port = LIB_MASTER;
   co.worker_ports = LIB_PORTS;
-  /* a loaded 2-core machine starts 8 Dask workers (24 Python processes) slowly */
-  co.master_timeout_ms = 60000;
-  co.worker_timeout_ms = 240000;
+  /* no start limits: the dask type's own must do for 8 workers on a loaded 2-core machine */
   LC_REQUIRE_OK(lc_cluster_new(&cluster, group, dask_master, dask_worker, &co));
   t0 = now_ms();
   r = lc_cluster_start(cluster, WORKERS);
@@ -714,15 +825,41 @@ static int cli_stderr_contains(cli *k, const char *needle) {
   return strstr(buf, needle) != NULL;
 }
 
-/* `start --type dask --workers 2 --hosts lab0,lab1` until ready, a computation, then SIGINT. */
+/* Whether this machine (and so every test host: they share its file system) has a `dask`
+ * command, and so `dask scheduler` / `dask worker`. */
+static int have_dask_command(void) { return system("command -v dask >/dev/null 2>&1") == 0; }
+
+/* The command line of process pid, NULs as spaces, or "". */
+static void proc_cmdline(long pid, char *out, size_t size) {
+  char path[64];
+  FILE *f;
+  size_t n = 0;
+  snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+  if ((f = fopen(path, "r")) != NULL) {
+    n = fread(out, 1, size - 1, f);
+    fclose(f);
+  }
+  for (size_t i = 0; i < n; i++)
+    if (out[i] == '\0')
+      out[i] = ' ';
+  out[n] = '\0';
+}
+
+/*
+ * `start --type dask --workers 2 --hosts lab0,lab1 --debug` with no limits given, until ready, a
+ * computation, then SIGINT. The scheduler and workers run as `dask scheduler` / `dask worker`
+ * where there is a `dask` command (Debian 12's python3-distributed has one), and the start's
+ * output carries no deprecation warning (the dash names print a FutureWarning at every start).
+ */
 static void test_cli_sigint(void) {
-  const char *args[] = {"start", "--type", "dask", "--workers", "2", "--hosts", "lab0,lab1",
-                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
-                        "--timeout", "240", "--master-timeout", "60", NULL};
+  const char *args[] = {"start",   "--type",    "dask",        "--workers", "2",
+                        "--hosts", "lab0,lab1", "-F",          th_config(), "--master-port",
+                        "62200",   "--ports",   "62201-62299", "--debug",   NULL};
   client_out out;
   cli k;
   uint64_t t0 = now_ms();
   int st, ready;
+  char cmdline[4096];
   LC_REQUIRE(cli_start(&k, args, NULL, "sigint") == 0);
   ready = cli_wait_ready(&k, 300000);
   if (ready != 1) {
@@ -735,6 +872,15 @@ static void test_cli_sigint(void) {
   fprintf(stderr, "  lazyclusterctl ready after %.1f s\n", (double)(now_ms() - t0) / 1000.0);
   LC_CHECK(k.master_port >= CLI_LO && k.master_port <= CLI_HI);
   LC_CHECK(k.nworkers == 2);
+  proc_cmdline(local_scheduler_pid(k.master_port), cmdline, sizeof(cmdline));
+  fprintf(stderr, "  the scheduler: %.120s\n", cmdline);
+  if (have_dask_command()) {
+    LC_CHECK_CONTAINS(cmdline, "/dask scheduler --host 127.0.0.1 ");
+    LC_CHECK(th_count_procs(0, "/dask worker tcp://127.0.0.1:") >= 1);
+    LC_CHECK(th_count_procs(0, "dask-worker tcp://") == 0);
+  } else {
+    LC_CHECK_CONTAINS(cmdline, "dask-scheduler --host 127.0.0.1 ");
+  }
   run_client(&out, k.master_port, 2);
   check_client(&out, 2);
   for (int i = 0; i < k.nworkers; i++)
@@ -758,15 +904,26 @@ static void test_cli_sigint(void) {
   }
   LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
   LC_CHECK(cli_stderr_contains(&k, "stopping (SIGINT)"));
+  /* --debug showed the processes' output (the scheduler's registrations), with no warning */
+  LC_CHECK(cli_stderr_contains(&k, "[localhost master] "));
+  LC_CHECK(cli_stderr_contains(&k, "Register worker"));
+  LC_CHECK(cli_stderr_contains(&k, "[lab0 worker-0] "));
+  if (have_dask_command()) {
+    if (cli_stderr_contains(&k, "deprecated"))
+      cli_show_stderr(&k);
+    LC_CHECK(!cli_stderr_contains(&k, "deprecated"));
+    LC_CHECK(!cli_stderr_contains(&k, "FutureWarning"));
+  }
   /* it returned after tearing down: nothing should need more than a moment */
   check_nothing_left("after SIGINT", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
 }
 
 /* SIGKILL of lazyclusterctl: the lifelines end everything within the heartbeat limit. */
 static void test_cli_sigkill(void) {
-  const char *args[] = {"start", "--type", "dask", "--workers", "2", "--hosts", "lab2,lab3",
-                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
-                        "--timeout", "240", "--master-timeout", "60", "--heartbeat", "3", NULL};
+  const char *args[] = {"start",       "--type",        "dask",      "--workers",
+                        "2",           "--hosts",       "lab2,lab3", "-F",
+                        th_config(),   "--master-port", "62200",     "--ports",
+                        "62201-62299", "--heartbeat",   "3",         NULL};
   cli k;
   int ready;
   LC_REQUIRE(cli_start(&k, args, NULL, "sigkill") == 0);
@@ -792,9 +949,10 @@ static void test_cli_sigkill(void) {
  * system, so the host sees it), so the timeout is certain whatever the machine's speed. */
 static void test_cli_worker_timeout_message(void) {
   char preload[4200], wargs[4300];
-  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab0",
-                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
-                        "--timeout", "2", "--master-timeout", "60", "--type-arg", wargs, NULL};
+  const char *args[] = {"start",      "--type",  "dask",        "--workers", "1",
+                        "--hosts",    "lab0",    "-F",          th_config(), "--master-port",
+                        "62200",      "--ports", "62201-62299", "--timeout", "2",
+                        "--type-arg", wargs,     NULL};
   FILE *f;
   cli k;
   int st;
@@ -812,6 +970,8 @@ static void test_cli_worker_timeout_message(void) {
     cli_show_stderr(&k);
   }
   LC_CHECK(cli_stderr_contains(&k, "did not report 1 workers"));
+  LC_CHECK(cli_stderr_contains(&k, "did not report 1 workers within 2.0 s (the worker timeout "
+                                   "given; --timeout S changes it)"));
   LC_CHECK(!cli_stderr_contains(&k, "still running after 0 ms"));
   check_nothing_left("after the failed start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
 }
@@ -856,10 +1016,11 @@ static void test_cli_slow_scheduler(void) {
 /* A Dask worker that fails at start (an option dask-worker does not know): the error names the
  * worker and its host, its exit status and its last stderr lines, and the start is undone. */
 static void test_cli_worker_fails_at_start(void) {
-  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab0",
-                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
-                        "--timeout", "120", "--master-timeout", "60", "--type-arg",
-                        "worker_args=--no-such-option-lc", NULL};
+  const char *args[] = {
+      "start",   "--type",  "dask",        "--workers",  "1",
+      "--hosts", "lab0",    "-F",          th_config(),  "--master-port",
+      "62200",   "--ports", "62201-62299", "--type-arg", "worker_args=--no-such-option-lc",
+      NULL};
   cli k;
   int st;
   LC_REQUIRE(cli_start(&k, args, NULL, "fails") == 0);
@@ -874,14 +1035,97 @@ static void test_cli_worker_fails_at_start(void) {
   check_nothing_left("after the worker failed", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
 }
 
+/*
+ * The defaults a user gets, at the size the issue saw fail: `start --type dask --workers 16` on
+ * the 4 hosts with no limit given. It must start (the dask type's limits hold on this 2-CPU
+ * machine), compute, and after SIGINT leave nothing on any host or here.
+ */
+static void test_cli_defaults_16_workers(void) {
+  const char *args[] = {"start",
+                        "--type",
+                        "dask",
+                        "--workers",
+                        "16",
+                        "--hosts",
+                        "lab0,lab1,lab2,lab3",
+                        "-F",
+                        th_config(),
+                        "--master-port",
+                        "62200",
+                        "--ports",
+                        "62201-62299",
+                        NULL};
+  int per_host[HOSTS] = {0};
+  client_out out;
+  cli k;
+  uint64_t t0 = now_ms();
+  int st, ready;
+  LC_REQUIRE(cli_start(&k, args, NULL, "defaults16") == 0);
+  ready = cli_wait_ready(&k, 300000);
+  if (ready != 1) {
+    fprintf(stderr, "  no \"ready:\" (%d); stdout:\n%s\n  stderr:\n", ready, k.stdout_text);
+    cli_show_stderr(&k);
+    kill(k.pid, SIGINT);
+    cli_reap(&k, 60000);
+    LC_REQUIRE(ready == 1);
+  }
+  fprintf(stderr, "  16 workers ready after %.1f s with the dask type's limits\n",
+          (double)(now_ms() - t0) / 1000.0);
+  LC_CHECK(k.nworkers == 16);
+  for (int i = 0; i < k.nworkers; i++)
+    if (strncmp(k.whost[i], "lab", 3) == 0 && atoi(k.whost[i] + 3) < HOSTS)
+      per_host[atoi(k.whost[i] + 3)]++;
+  for (int h = 0; h < HOSTS; h++)
+    LC_CHECK(per_host[h] == 4);
+  run_client(&out, k.master_port, 16);
+  check_client(&out, 16);
+  kill(k.pid, SIGINT);
+  st = cli_reap(&k, 120000);
+  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    cli_show_stderr(&k);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  check_nothing_left("after SIGINT of 16 workers", HOSTS, "plw", CLI_LO, CLI_HI, (long)k.pid,
+                     15000);
+}
+
+/*
+ * A scheduler that never listens (a preload that sleeps), started with no limit given: the start
+ * fails after the dask type's master timeout, and the message says so and names the flag.
+ */
+static void test_cli_master_timeout_default(void) {
+  char preload[4200], sargs[4300];
+  const char *args[] = {"start",       "--type",        "dask",  "--workers",
+                        "1",           "--hosts",       "lab0",  "-F",
+                        th_config(),   "--master-port", "62200", "--ports",
+                        "62201-62299", "--type-arg",    sargs,   NULL};
+  FILE *f;
+  cli k;
+  int st;
+  snprintf(preload, sizeof(preload), "%s/dask_never_scheduler.py", th_dir());
+  LC_REQUIRE((f = fopen(preload, "w")) != NULL);
+  fputs("import time\ntime.sleep(300)\n", f);
+  fclose(f);
+  snprintf(sargs, sizeof(sargs), "scheduler_args=--preload %s", preload);
+  LC_REQUIRE(cli_start(&k, args, NULL, "never") == 0);
+  LC_CHECK(cli_wait_ready(&k, 300000) == 0); /* ends without "ready:" */
+  st = cli_reap(&k, 60000);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 1);
+  if (!cli_stderr_contains(&k, "(the dask type's default master timeout;"))
+    cli_show_stderr(&k);
+  LC_CHECK(cli_stderr_contains(&k, "localhost: the master did not start on port "));
+  LC_CHECK(cli_stderr_contains(&k, " within 30 s (the dask type's default master timeout; "
+                                   "--master-timeout S changes it): it still runs"));
+  check_nothing_left("after the master timed out", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+}
+
 /* A python3 without Dask first in PATH (here: the Dask interpreter with -S, so without its
  * site-packages, like a virtualenv without system packages) must not break the readiness check:
- * dask-scheduler itself runs under the interpreter Dask is installed for. */
+ * the scheduler itself runs under the interpreter Dask is installed for. */
 static void test_cli_python3_without_dask_in_path(void) {
   char dir[4200], script[4300], path[8192], cmd[8400];
-  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab1",
-                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
-                        "--timeout", "120", "--master-timeout", "60", NULL};
+  const char *args[] = {"start",   "--type",  "dask",        "--workers", "1",
+                        "--hosts", "lab1",    "-F",          th_config(), "--master-port",
+                        "62200",   "--ports", "62201-62299", NULL};
   FILE *f;
   cli k;
   int ready, st;
@@ -911,8 +1155,9 @@ static void test_cli_python3_without_dask_in_path(void) {
 /* ---- setup ---------------------------------------------------------------------------------- */
 
 /* The interpreter Dask is installed for: python3 when it has distributed, else the one
- * dask-scheduler's #! line names. When python3 in PATH is not that one, PATH is changed so that
- * it is (the dask type's readiness check runs plain `python3` here: see the python3 test). */
+ * dask's (or dask-scheduler's) #! line names. When python3 in PATH is not that one, PATH is changed
+ * so that it is (the dask type's readiness check runs plain `python3` here: see the python3 test).
+ */
 static int find_python(void) {
   FILE *p;
   char line[4096];
@@ -926,7 +1171,8 @@ static int find_python(void) {
     }
     return 0;
   }
-  if ((p = popen("head -1 \"$(command -v dask-scheduler)\" 2>/dev/null", "r")) == NULL)
+  if ((p = popen("head -1 \"$(command -v dask || command -v dask-scheduler)\" 2>/dev/null", "r")) ==
+      NULL)
     return -1;
   line[0] = '\0';
   if (fgets(line, sizeof(line), p) == NULL)
@@ -954,6 +1200,7 @@ static int find_python(void) {
 
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
+      LC_TEST(test_dask_programs),
       LC_TEST(test_library_cluster),
       LC_TEST(test_listens_on_localhost_only),
       LC_TEST(test_library_cleanup),
@@ -963,6 +1210,8 @@ int main(int argc, char **argv) {
       LC_TEST(test_cli_worker_fails_at_start),
       LC_TEST(test_cli_slow_scheduler),
       LC_TEST(test_cli_python3_without_dask_in_path),
+      LC_TEST(test_cli_master_timeout_default),
+      LC_TEST(test_cli_defaults_16_workers),
   };
   FILE *f;
   int r;

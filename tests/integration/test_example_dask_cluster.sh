@@ -3,7 +3,8 @@
 # 2 workers, the scheduler on this machine) and checks what it prints: the scheduler's address,
 # one worker on each host, the Dask client's result (sum of squares 0..9 = 285) and the hosts the
 # workers ran on; then that nothing is left: no Dask (python) process on either host and no
-# working directory of the example's run there or here.
+# working directory of the example's run there or here. The example sets no start limits: the
+# dask type's own are the ones it runs with.
 set -u
 bin=${LC_DASK_CLUSTER:?LC_DASK_CLUSTER names the dask_cluster example binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
@@ -20,7 +21,7 @@ check() { # NAME CONDITION...
 # The example's client runs `python3`: make it the interpreter Dask is installed for when the
 # first python3 in PATH (a virtualenv, pyenv) has no Dask.
 if ! python3 -c 'import distributed' 2>/dev/null; then
-  py=$(sed -n '1s/^#!//p' "$(command -v dask-scheduler)" 2>/dev/null)
+  py=$(sed -n '1s/^#!//p' "$(command -v dask || command -v dask-scheduler)" 2>/dev/null)
   [ -n "$py" ] && [ -x "$py" ] && PATH=$(dirname "$py"):$PATH
   echo "note: python3 in PATH has no Dask; using ${py:-?}" >&2
 fi
@@ -58,7 +59,7 @@ check "here: no working directory left" [ -z "$left" ]
 port=$(sed -nE 's/^scheduler: tcp:\/\/127\.0\.0\.1:([0-9]+)$/\1/p' "$tmp/out")
 if [ -n "$port" ]; then
   for _ in $(seq 100); do
-    left=$(pgrep -af 'dask-scheduler' | grep -F -- "--port $port ")
+    left=$(pgrep -af 'dask[ -]scheduler --host' | grep -F -- "--port $port ")
     [ -z "$left" ] && break
     sleep 0.1
   done

@@ -4,11 +4,16 @@
 # one line) on this machine and on test hosts; the master and each worker answer on their ports;
 # SIGINT stops everything with exit 0 and leaves nothing. Then the broken cases: a .so without the
 # entry point, a missing file, an entry point with an unknown version, an unknown --type-arg.
+# Then the launcher structs' versions: a plug-in with the older layouts (master 1, worker 2) starts
+# and keeps the library's start limits; one that states its own limits gets them unless a flag
+# says otherwise, and a timeout's message names the limit, its source and the flag.
 set -u
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 so=${LC_PLUGIN:?LC_PLUGIN names libmytype.so}
 noentry=${LC_PLUGIN_NOENTRY:?LC_PLUGIN_NOENTRY names the plug-in without an entry point}
 badversion=${LC_PLUGIN_BADVERSION:?LC_PLUGIN_BADVERSION names the plug-in with version 99}
+oldso=${LC_PLUGIN_OLD:?LC_PLUGIN_OLD names the plug-in with the older launcher layouts}
+limitsso=${LC_PLUGIN_LIMITS:?LC_PLUGIN_LIMITS names the plug-in that states its start limits}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
 cfg=$dir/ssh_config
@@ -141,6 +146,45 @@ sed 's/^/  badarg: /' "$tmp/o4" >&2
 check "unknown --type-arg: exit 2" [ "$rc" -eq 2 ]
 check "unknown --type-arg: quoted" grep -q "colour=red" "$tmp/o4"
 check "nothing started for the broken ones" [ -z "$(ls -A "$HOME/.cache/lazycluster" 2>/dev/null)" ]
+
+# ---- launcher struct versions, on this machine ---------------------------------------------------
+token=old-$$-$RANDOM
+serve_m="exec '$ctl' serve \"\$LAZYCLUSTER_MASTER_PORT\" $token-master"
+serve_w="exec '$ctl' serve \"\$LAZYCLUSTER_WORKER_PORT\" $token-worker"
+start --type "$oldso" --type-arg "master=$serve_m" --type-arg "worker=$serve_w" --workers 2; ok=$?
+check "older launcher layouts: start reaches ready:" [ "$ok" -eq 0 ]
+table >"$tmp/table"
+check "older launcher layouts: a master and 2 workers" [ "$(grep -c . "$tmp/table")" -eq 3 ]
+while read -r role port host; do
+  want="$token-master"; [ "$role" = master ] || want="$token-worker"
+  check "older launcher layouts: $role answers on $port" [ "$(answer "$port")" = "$want" ]
+done <"$tmp/table"
+stop
+check "older launcher layouts: SIGINT: exit 0" [ "$rc" -eq 0 ]
+# run: start ARGS... with a 60 s guard; its output in $tmp/o, its status in rc
+run() { timeout 60 "$ctl" start "$@" >"$tmp/o" 2>&1; rc=$?; sed 's/^/  limits: /' "$tmp/o" >&2; }
+never="master=exec sleep 62"
+run --type "$oldso" --type-arg "$never" --type-arg "worker=$serve_w" --workers 1
+check "older launcher layouts: a master that never listens fails (exit 1)" [ "$rc" -eq 1 ]
+check "older launcher layouts: the library's 3 s held (no newer field was read)" grep -qF \
+  "within 3 s (the default master timeout; --master-timeout S changes it): it still runs" "$tmp/o"
+run --type "$limitsso" --type-arg "$never" --type-arg "worker=$serve_w" --workers 1
+check "the type's master limit: exit 1" [ "$rc" -eq 1 ]
+check "the type's master limit: named, with its flag" grep -qF "the master did not start on port \
+60000 within 1.5 s (the limits type's default master timeout; --master-timeout S changes it)" \
+  "$tmp/o"
+run --type "$limitsso" --type-arg "$never" --type-arg "worker=$serve_w" --workers 1 \
+  --master-timeout 0.5
+check "--master-timeout over the type's limit" grep -qF \
+  "within 0.5 s (the master timeout given; --master-timeout S changes it)" "$tmp/o"
+run --type "$limitsso" --type-arg "master=$serve_m" --type-arg "worker=exec sleep 62" --workers 1
+check "the type's worker limit: exit 1" [ "$rc" -eq 1 ]
+check "the type's worker limit: named, with its flag" grep -qE \
+  "localhost worker-0 did not listen on port [0-9]+ within 1 s \(the limits type's default worker timeout; --timeout S changes it\)" \
+  "$tmp/o"
+for _ in $(seq 50); do [ "$(pgrep -fc -- "^sleep 62$|$token" || true)" -eq 0 ] && break; sleep 0.1; done
+check "limits: no process left" [ "$(pgrep -fc -- "^sleep 62$|$token" || true)" -eq 0 ]
+check "limits: no working directory left" [ -z "$(ls -A "$HOME/.cache/lazycluster" 2>/dev/null)" ]
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
