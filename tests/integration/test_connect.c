@@ -693,6 +693,174 @@ static void test_kex_mismatch(void) {
   lc_runtime_free(rt);
 }
 
+/*
+ * HostKeyAlgorithms reaches the handshake. The hosts have only an ed25519 host key: a list of
+ * ecdsa alone is refused, naming the host, the keyword and what the host offers; ssh-ed25519
+ * alone connects.
+ */
+static void test_hostkey_algorithms(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  tpath(cfg, sizeof(cfg), "hostkeyalgs.conf");
+  host_block(b, sizeof(blocks), "hkecdsa", th_addr(1), 22, NULL, NULL, "yes",
+             "  HostKeyAlgorithms ecdsa-sha2-nistp256\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "hked25519", th_addr(1), 22, NULL, NULL,
+             "yes", "  HostKeyAlgorithms ssh-ed25519\n");
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "hkecdsa", LC_HOSTKEY_DEFAULT, 0, NULL) == LC_ESSH);
+  LC_CHECK(rt == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "hkecdsa");
+  LC_CHECK_CONTAINS(lc_error_last(), "HostKeyAlgorithms");
+  LC_CHECK_CONTAINS(lc_error_last(), "ssh-ed25519"); /* what the host offers */
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "hked25519", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/*
+ * PubkeyAcceptedAlgorithms decides which keys are offered. The test key is ed25519: a list of
+ * rsa-sha2-512 alone leaves it out, and authentication fails saying so; ssh-ed25519 connects.
+ */
+static void test_pubkey_accepted_algorithms(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  tpath(cfg, sizeof(cfg), "pubkeyalgs.conf");
+  host_block(b, sizeof(blocks), "pkrsa", th_addr(2), 22, NULL, NULL, "yes",
+             "  PubkeyAcceptedAlgorithms rsa-sha2-512\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "pked25519", th_addr(2), 22, NULL, NULL,
+             "yes", "  PubkeyAcceptedAlgorithms ssh-ed25519\n");
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "pkrsa", LC_HOSTKEY_DEFAULT, 0, NULL) == LC_EAUTH);
+  LC_CHECK(rt == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "pkrsa");
+  LC_CHECK_CONTAINS(lc_error_last(), "authentication");
+  LC_CHECK_CONTAINS(lc_error_last(), "PubkeyAcceptedAlgorithms");
+  LC_CHECK_CONTAINS(lc_error_last(), "ssh-ed25519");
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "pked25519", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/*
+ * AddressFamily sets the family of the lookup: a host given by its IPv4 address with
+ * AddressFamily inet6 has no address to connect to, and the error names the host and the
+ * keyword; AddressFamily inet connects.
+ */
+static void test_address_family(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  uint64_t took = 0;
+  tpath(cfg, sizeof(cfg), "family.conf");
+  host_block(b, sizeof(blocks), "only6", th_addr(3), 22, NULL, NULL, "yes",
+             "  AddressFamily inet6\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "only4", th_addr(3), 22, NULL, NULL, "yes",
+             "  AddressFamily inet\n");
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "only6", LC_HOSTKEY_DEFAULT, 0, &took) == -EHOSTUNREACH);
+  LC_CHECK(rt == NULL);
+  LC_CHECK(took < 5000);
+  LC_CHECK_CONTAINS(lc_error_last(), "only6");
+  LC_CHECK_CONTAINS(lc_error_last(), th_addr(3));
+  LC_CHECK_CONTAINS(lc_error_last(), "AddressFamily inet6");
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "only4", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/* TCP resets that host i has sent ("Tcp: ... OutRsts" of its network namespace); -1 if unknown. */
+static long host_out_rsts(int i) {
+  char path[4200], *pidtext, *snmp, *names, *values;
+  long n = -1;
+  snprintf(path, sizeof(path), "%s/hosts/%d/sshd.pid", fixture, i);
+  if ((pidtext = read_text(path)) == NULL)
+    return -1;
+  snprintf(path, sizeof(path), "/proc/%d/net/snmp", atoi(pidtext));
+  free(pidtext);
+  if ((snmp = read_text(path)) == NULL)
+    return -1;
+  /* two lines "Tcp: Name...", "Tcp: value...": the column of OutRsts */
+  if ((names = strstr(snmp, "\nTcp: ")) != NULL &&
+      (values = strstr(names + 1, "\nTcp: ")) != NULL) {
+    char *nl = strchr(names + 1, '\n'), *ns, *vs, *nsave = NULL, *vsave = NULL;
+    *nl = '\0';
+    if ((nl = strchr(values + 1, '\n')) != NULL)
+      *nl = '\0';
+    ns = strtok_r(names + 6, " ", &nsave);
+    vs = strtok_r(values + 6, " ", &vsave);
+    while (ns != NULL && vs != NULL && strcmp(ns, "OutRsts") != 0) {
+      ns = strtok_r(NULL, " ", &nsave);
+      vs = strtok_r(NULL, " ", &vsave);
+    }
+    if (ns != NULL && vs != NULL)
+      n = atol(vs);
+  }
+  free(snmp);
+  return n;
+}
+
+/*
+ * ConnectionAttempts 3 against a port of lab4 that nothing listens on: three connects, each
+ * answered by a reset that lab4's TCP counters record, and an error that says how many attempts
+ * were made. Without the keyword: one attempt.
+ */
+static void test_connection_attempts(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  uint64_t took = 0;
+  long before, after;
+  tpath(cfg, sizeof(cfg), "attempts.conf");
+  host_block(b, sizeof(blocks), "tries3", th_addr(4), 2, NULL, NULL, "yes",
+             "  ConnectionAttempts 3\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "tries1", th_addr(4), 2, NULL, NULL, "yes",
+             NULL);
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_REQUIRE((before = host_out_rsts(4)) >= 0);
+  LC_CHECK(connect_with(&rt, cfg, "tries3", LC_HOSTKEY_DEFAULT, 0, &took) == -ECONNREFUSED);
+  after = host_out_rsts(4);
+  fprintf(stderr, "  lab4 sent %ld resets\n", after - before);
+  LC_CHECK(rt == NULL);
+  LC_CHECK(after - before >= 3);
+  LC_CHECK(took < 20000);
+  LC_CHECK_CONTAINS(lc_error_last(), "tries3");
+  LC_CHECK_CONTAINS(lc_error_last(), "after 3 attempts");
+  LC_CHECK_CONTAINS(lc_error_last(), "refused");
+  lc_runtime_free(rt);
+  rt = NULL;
+  before = host_out_rsts(4);
+  LC_CHECK(connect_with(&rt, cfg, "tries1", LC_HOSTKEY_DEFAULT, 0, NULL) == -ECONNREFUSED);
+  after = host_out_rsts(4);
+  LC_CHECK(after - before >= 1 && after - before < 3);
+  LC_CHECK(strstr(lc_error_last(), "attempts") == NULL);
+  lc_runtime_free(rt);
+}
+
+/*
+ * BatchMode yes with an encrypted key and no agent: the same prompt-free LC_EKEYLOCKED as
+ * without it (the backend never prompts), at once.
+ */
+static void test_batch_mode_encrypted_key(void) {
+  char key[4096], cfg[4096], block[4096];
+  tpath(key, sizeof(key), "batch_locked_key");
+  tpath(cfg, sizeof(cfg), "batch-locked.conf");
+  LC_REQUIRE(getenv("SSH_AUTH_SOCK") == NULL);
+  LC_REQUIRE(sh("cp '%s/id_ed25519' '%s' && chmod 600 '%s' && ssh-keygen -q -p -P '' -N secret "
+                "-f '%s'",
+                fixture, key, key, key) == 0);
+  host_block(block, sizeof(block), "lab1", th_addr(1), 22, key, NULL, "yes", "  BatchMode yes\n");
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  expect_locked(cfg, key);
+}
+
 /* Whether rt reports itself disconnected within ms (lc_runtime_is_connected becomes 0). */
 static int runtime_disconnects(lc_runtime *rt, int ms) {
   uint64_t end = now_ms() + (uint64_t)ms;
@@ -887,6 +1055,11 @@ static const lc_test_case tests[] = {
     LC_TEST(test_global_known_hosts_and_alias),
     LC_TEST(test_identities_only_with_agent),
     LC_TEST(test_kex_mismatch),
+    LC_TEST(test_hostkey_algorithms),
+    LC_TEST(test_pubkey_accepted_algorithms),
+    LC_TEST(test_address_family),
+    LC_TEST(test_connection_attempts),
+    LC_TEST(test_batch_mode_encrypted_key),
 };
 
 int main(int argc, char **argv) {
