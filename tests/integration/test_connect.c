@@ -2,8 +2,12 @@
  * test_connect.c - connecting to real SSH test hosts and losing them: unknown and changed host
  * keys, a wrong and an encrypted user key, unreachable, refusing and unresolvable hosts,
  * ProxyJump over one and two hops, a host that goes silent, an sshd that dies, a runtime freed
- * while its command runs, and a host that takes only a cipher outside the default list. Every
- * refusal is checked for its code and for a detail that names the host and says why.
+ * while its command runs, a host that takes only a cipher outside the default list, and the ssh
+ * config keywords that decide how a host is reached (ProxyCommand, GlobalKnownHostsFile,
+ * HostKeyAlias, IdentitiesOnly, IdentityAgent, KexAlgorithms, HostKeyAlgorithms,
+ * PubkeyAcceptedAlgorithms, AddressFamily, ConnectionAttempts, ServerAliveInterval/CountMax,
+ * CertificateFile, BatchMode). Every refusal is checked for its code and for a detail that names
+ * the host and says why.
  *
  * The variant configs, known_hosts files and keys live in a mkdtemp directory made from the
  * fixture's DIR/ssh_config, DIR/known_hosts and DIR/id_ed25519. Tests that take a host down
@@ -911,6 +915,50 @@ static void test_keepalive_notices_dead_host(void) {
   lc_runtime_free(rt);
 }
 
+/*
+ * ServerAliveInterval 1 and ServerAliveCountMax 2 in the config set the keepalive timeout (2 s,
+ * against the default 30 s): with lab2's link down, a running command's wait reports the
+ * connection lost well within 15 s. The host is brought back whatever happens.
+ */
+static void test_server_alive_from_config(void) {
+  char cfg[4096], block[4096];
+  lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
+  lc_runtime *rt = NULL;
+  lc_process *p = NULL;
+  lc_exec_result res = {.exit_status = -1};
+  uint64_t t0, took;
+  int r;
+  tpath(cfg, sizeof(cfg), "serveralive.conf");
+  host_block(block, sizeof(block), "alive", th_addr(2), 22, NULL, NULL, "yes",
+             "  ServerAliveInterval 1\n  ServerAliveCountMax 2\n");
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  o.ssh_config = cfg;
+  o.heartbeat_timeout_ms = 3000; /* the lifeline ends the command soon after the link is back */
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "alive", &o));
+  LC_CHECK_OK(lc_runtime_spawn(&p, rt, "sleep 4251", NULL));
+  LC_CHECK(wait_procs(2, "sleep 4251", 1, 10000) > 0);
+  if (p == NULL || th_run("link-down 2") != 0) {
+    LC_CHECK(!"could not set up the dead host");
+    th_run("link-up 2");
+    lc_process_free(p);
+    lc_runtime_free(rt);
+    return;
+  }
+  t0 = now_ms();
+  r = lc_process_wait(&res, p, 15000);
+  took = now_ms() - t0;
+  fprintf(stderr, "  wait after link-down: %s after %d ms: %s\n", lc_err_name(r), (int)took,
+          lc_error_last());
+  LC_CHECK(th_run("link-up 2") == 0);
+  LC_CHECK(r == LC_ECLOSED); /* -ETIMEDOUT if the 30 s default were still in force */
+  LC_CHECK_CONTAINS(lc_error_last(), "alive");
+  LC_CHECK_CONTAINS(lc_error_last(), "connection lost");
+  LC_CHECK(!lc_runtime_is_connected(rt));
+  LC_CHECK(wait_procs(2, "sleep 4251", 0, 20000) == 0);
+  lc_process_free(p);
+  lc_runtime_free(rt);
+}
+
 /* The host's sshd, listener and sessions, is killed: the wait reports the connection lost. */
 static void test_sshd_killed(void) {
   lc_runtime *rt = NULL;
@@ -973,12 +1021,12 @@ static void test_free_runtime_while_command_runs(void) {
 
 /* ---- ciphers -------------------------------------------------------------------------------- */
 
-static char remove_ciphers_host[8192]; /* "testhosts down" of the extra instance, while it is up */
+static char remove_extra_host[8192]; /* "testhosts down" of an extra instance, while it is up */
 
 static void remove_extra_hosts(void) {
-  if (remove_ciphers_host[0] != '\0' && system(remove_ciphers_host) != 0) /* NOLINT */
-    fprintf(stderr, "  %s: failed\n", remove_ciphers_host);
-  remove_ciphers_host[0] = '\0';
+  if (remove_extra_host[0] != '\0' && system(remove_extra_host) != 0) /* NOLINT */
+    fprintf(stderr, "  %s: failed\n", remove_extra_host);
+  remove_extra_host[0] = '\0';
 }
 
 /* Connects to lab0 of the extra instance through its config with first_line put before it. */
@@ -1009,7 +1057,7 @@ static void test_ciphers(void) {
   snprintf(dir, sizeof(dir), "%s-ciphers", fixture);
   snprintf(cmd, sizeof(cmd), "%s up 1 --dir %s --sshd-option 'Ciphers aes192-ctr' >/dev/null",
            th_script(), dir);
-  snprintf(remove_ciphers_host, sizeof(remove_ciphers_host), "%s down --dir %s", th_script(), dir);
+  snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
   st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
   LC_CHECK(st == 0);
   if (st == 0) {
@@ -1033,8 +1081,61 @@ static void test_ciphers(void) {
     LC_CHECK_CONTAINS(lc_error_last(), "aes192-ctr");
     lc_runtime_free(rt);
   }
-  LC_CHECK(system(remove_ciphers_host) == 0); /* NOLINT(cert-env33-c) */
-  remove_ciphers_host[0] = '\0';
+  LC_CHECK(system(remove_extra_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_extra_host[0] = '\0';
+}
+
+/*
+ * CertificateFile: an extra instance whose sshd also listens on port 2222, where no
+ * authorized_keys file is read and only certificates signed by a throw-away user CA
+ * (TrustedUserCAKeys) are accepted. The user key signed by that CA into a certificate at a path
+ * of its own (not KEY-cert.pub, which is tried without the keyword): with CertificateFile it
+ * connects, without it authentication fails. Port 22 of the same host still takes the plain key.
+ */
+static void test_certificate_file(void) {
+  char dir[4096], ca[4200], pub[4096], cert[4096], cmd[16384], line[8400], addr[64] = "", *hosts;
+  lc_runtime *rt = NULL;
+  int st;
+  snprintf(dir, sizeof(dir), "%s-cert", fixture);
+  snprintf(ca, sizeof(ca), "%s-cert-ca", fixture); /* outside /tmp: the host's sshd reads it */
+  tpath(pub, sizeof(pub), "certuser.pub");
+  tpath(cert, sizeof(cert), "certuser.cert"); /* not certuser-cert.pub */
+  LC_REQUIRE(sh("rm -f '%s' '%s.pub' && ssh-keygen -q -t ed25519 -N '' -C lc-user-ca -f '%s'", ca,
+                ca, ca) == 0);
+  snprintf(cmd, sizeof(cmd),
+           "%s up 1 --dir %s --sshd-option 'Port 2222' --sshd-option 'AuthorizedKeysFile "
+           "%s/authorized_keys' --sshd-option 'Match LocalPort 2222' --sshd-option "
+           "'AuthorizedKeysFile none' --sshd-option 'TrustedUserCAKeys %s.pub' >/dev/null",
+           th_script(), dir, dir, ca);
+  snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
+  st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
+  LC_CHECK(st == 0);
+  if (st == 0) {
+    LC_CHECK(sh("cp '%s/id_ed25519.pub' '%s' && ssh-keygen -q -s '%s' -I lc-test -n root "
+                "-V -5m:+1h '%s' && mv '%s/certuser-cert.pub' '%s'",
+                dir, pub, ca, pub, tmpdir, cert) == 0);
+    /* known_hosts names the host by its address for port 22: the alias finds it for 2222 */
+    snprintf(line, sizeof(line), "%s/hosts.txt", dir);
+    LC_CHECK((hosts = read_text(line)) != NULL && sscanf(hosts, "%*s %63s", addr) == 1);
+    free(hosts);
+    snprintf(line, sizeof(line), "Port 2222\nHostKeyAlias %s\nCertificateFile %s\n", addr, cert);
+    LC_CHECK_OK(connect_extra(&rt, dir, line));
+    LC_CHECK(rt != NULL && runs_true(rt) == 0);
+    lc_runtime_free(rt);
+    rt = NULL;
+    snprintf(line, sizeof(line), "Port 2222\nHostKeyAlias %s\n", addr);
+    LC_CHECK(connect_extra(&rt, dir, line) == LC_EAUTH);
+    LC_CHECK(rt == NULL);
+    LC_CHECK_CONTAINS(lc_error_last(), "lab0");
+    LC_CHECK_CONTAINS(lc_error_last(), "authentication");
+    lc_runtime_free(rt);
+    rt = NULL;
+    LC_CHECK_OK(connect_extra(&rt, dir, "# port 22: authorized_keys\n"));
+    lc_runtime_free(rt);
+  }
+  LC_CHECK(system(remove_extra_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_extra_host[0] = '\0';
+  sh("rm -f '%s' '%s.pub'", ca, ca);
 }
 
 static const lc_test_case tests[] = {
@@ -1060,6 +1161,8 @@ static const lc_test_case tests[] = {
     LC_TEST(test_address_family),
     LC_TEST(test_connection_attempts),
     LC_TEST(test_batch_mode_encrypted_key),
+    LC_TEST(test_server_alive_from_config),
+    LC_TEST(test_certificate_file),
 };
 
 int main(int argc, char **argv) {
