@@ -785,6 +785,18 @@ static ssh_key identity_load(sconn *c, const char *file) {
 
 enum { AUTH_AGENT_FIRST, AUTH_FILES, AUTH_AGENT_LAST, AUTH_DONE };
 
+/* libssh refuses to offer a key whose algorithm PubkeyAcceptedAlgorithms leaves out, and says so
+ * in its error: the first such key is kept for the message when authentication fails. */
+static void note_algo_skipped(sconn *c, const char *file) {
+  const char *err = ssh_get_error(c->s), *alg = strstr(err, "key algorithm '"), *end;
+  if (c->algo_skipped[0] != '\0' || file == NULL || alg == NULL ||
+      strstr(err, "PUBLICKEY_ACCEPTED_TYPES") == NULL)
+    return;
+  alg += strlen("key algorithm '");
+  if ((end = strchr(alg, '\'')) != NULL)
+    snprintf(c->algo_skipped, sizeof(c->algo_skipped), "%.*s key %s", (int)(end - alg), alg, file);
+}
+
 /*
  * One step of public key authentication, as ssh orders it: the agent's keys first, then each
  * identity file (with its certificate). With IdentitiesOnly yes the agent's keys are not offered
@@ -827,6 +839,7 @@ static int auth_step(sconn *c) {
       r = ssh_userauth_publickey(c->s, NULL, c->auth_key);
       if (r == SSH_AUTH_AGAIN || r == SSH_AUTH_SUCCESS || r == SSH_AUTH_ERROR)
         return r;
+      note_algo_skipped(c, identity_at(c, c->auth_idx, buf, sizeof(buf)));
       ssh_key_free(c->auth_key);
       c->auth_key = NULL;
       c->auth_idx++;
@@ -918,12 +931,17 @@ static void conn_drive(sconn *c) {
     }
     lc__ssh_fail(c, LC_EAUTH,
                  "%s: authentication as %s failed: the host accepted none of the keys offered "
-                 "(%s%s%s%s)",
+                 "(%s%s%s%s)%s%s%s%s",
                  c->where, c->host.user ? c->host.user : "the local user",
                  c->host.identity_count ? c->host.identity_files[0] : "default identity files",
                  c->host.identity_count > 1 ? " and others" : "",
                  c->auth_agent_ok ? ", ssh-agent" : "",
-                 c->host.identities_only ? "; IdentitiesOnly yes: no other agent key" : "");
+                 c->host.identities_only ? "; IdentitiesOnly yes: no other agent key" : "",
+                 c->algo_skipped[0] ? "; the " : "", c->algo_skipped,
+                 c->algo_skipped[0] ? " was not offered: PubkeyAcceptedAlgorithms in the ssh "
+                                      "config allows only "
+                                    : "",
+                 c->algo_skipped[0] && c->host.pubkey_algorithms ? c->host.pubkey_algorithms : "");
     return;
   case C_READY:
     c->drive_seq++;
@@ -1010,6 +1028,7 @@ void lc__ssh_start_session(sconn *c, int fd) {
     ssh_options_set(c->s, SSH_OPTIONS_IDENTITY_AGENT, agent_path(c));
   c->auth_step = AUTH_AGENT_FIRST;
   c->auth_idx = 0;
+  c->algo_skipped[0] = '\0';
   ssh_callbacks_init(&c->scb);
   c->scb.auth_function = refuse_passphrase;
   c->scb.userdata = NULL;
@@ -1081,8 +1100,11 @@ static void tcp_try_next(sconn *c) {
       uv_timer_start(&c->retry, on_attempt, 1000, 0);
       return;
     }
-    lc__ssh_fail(c, -e, "%s: cannot connect%s: %s", c->where,
-                 c->attempt > 1 ? " (ConnectionAttempts)" : "", strerror(e));
+    if (c->attempt > 1)
+      lc__ssh_fail(c, -e, "%s: cannot connect after %d attempts (ConnectionAttempts %d): %s",
+                   c->where, c->attempt, c->host.connection_attempts, strerror(e));
+    else
+      lc__ssh_fail(c, -e, "%s: cannot connect: %s", c->where, strerror(e));
     return;
   }
   c->ai_next = ai->ai_next;
@@ -1123,8 +1145,12 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     return;
   }
   if (status < 0) {
-    lc__ssh_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s: %s", c->where, c->host.hostname,
-                 uv_strerror(status));
+    lc__ssh_fail(c, -EHOSTUNREACH, "%s: cannot resolve %s: %s%s", c->where, c->host.hostname,
+                 uv_strerror(status),
+                 c->host.address_family == LC__AF_INET ? " (AddressFamily inet in the ssh config)"
+                 : c->host.address_family == LC__AF_INET6
+                     ? " (AddressFamily inet6 in the ssh config)"
+                     : "");
     return;
   }
   c->ai_list = c->ai_next = res;

@@ -111,6 +111,8 @@ struct sconn {
   sconn *next_extra;
   int execs; /* exec channels on this connection, queued or open */
   char *locked_keys;
+  /* the first identity that PubkeyAcceptedAlgorithms kept from being offered: "ALG key FILE" */
+  char algo_skipped[300];
   /* ProxyCommand: the command runs under /bin/sh with one end of a socketpair as its stdin and
    * stdout; libssh gets the other end */
   uv_process_t *proxy; /* its own allocation: reaped after the connection went (proxy_stop) */

@@ -2,8 +2,12 @@
  * test_connect.c - connecting to real SSH test hosts and losing them: unknown and changed host
  * keys, a wrong and an encrypted user key, unreachable, refusing and unresolvable hosts,
  * ProxyJump over one and two hops, a host that goes silent, an sshd that dies, a runtime freed
- * while its command runs, and a host that takes only a cipher outside the default list. Every
- * refusal is checked for its code and for a detail that names the host and says why.
+ * while its command runs, a host that takes only a cipher outside the default list, and the ssh
+ * config keywords that decide how a host is reached (ProxyCommand, GlobalKnownHostsFile,
+ * HostKeyAlias, IdentitiesOnly, IdentityAgent, KexAlgorithms, HostKeyAlgorithms,
+ * PubkeyAcceptedAlgorithms, AddressFamily, ConnectionAttempts, ServerAliveInterval/CountMax,
+ * CertificateFile, BatchMode). Every refusal is checked for its code and for a detail that names
+ * the host and says why.
  *
  * The variant configs, known_hosts files and keys live in a mkdtemp directory made from the
  * fixture's DIR/ssh_config, DIR/known_hosts and DIR/id_ed25519. Tests that take a host down
@@ -693,6 +697,174 @@ static void test_kex_mismatch(void) {
   lc_runtime_free(rt);
 }
 
+/*
+ * HostKeyAlgorithms reaches the handshake. The hosts have only an ed25519 host key: a list of
+ * ecdsa alone is refused, naming the host, the keyword and what the host offers; ssh-ed25519
+ * alone connects.
+ */
+static void test_hostkey_algorithms(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  tpath(cfg, sizeof(cfg), "hostkeyalgs.conf");
+  host_block(b, sizeof(blocks), "hkecdsa", th_addr(1), 22, NULL, NULL, "yes",
+             "  HostKeyAlgorithms ecdsa-sha2-nistp256\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "hked25519", th_addr(1), 22, NULL, NULL,
+             "yes", "  HostKeyAlgorithms ssh-ed25519\n");
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "hkecdsa", LC_HOSTKEY_DEFAULT, 0, NULL) == LC_ESSH);
+  LC_CHECK(rt == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "hkecdsa");
+  LC_CHECK_CONTAINS(lc_error_last(), "HostKeyAlgorithms");
+  LC_CHECK_CONTAINS(lc_error_last(), "ssh-ed25519"); /* what the host offers */
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "hked25519", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/*
+ * PubkeyAcceptedAlgorithms decides which keys are offered. The test key is ed25519: a list of
+ * rsa-sha2-512 alone leaves it out, and authentication fails saying so; ssh-ed25519 connects.
+ */
+static void test_pubkey_accepted_algorithms(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  tpath(cfg, sizeof(cfg), "pubkeyalgs.conf");
+  host_block(b, sizeof(blocks), "pkrsa", th_addr(2), 22, NULL, NULL, "yes",
+             "  PubkeyAcceptedAlgorithms rsa-sha2-512\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "pked25519", th_addr(2), 22, NULL, NULL,
+             "yes", "  PubkeyAcceptedAlgorithms ssh-ed25519\n");
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "pkrsa", LC_HOSTKEY_DEFAULT, 0, NULL) == LC_EAUTH);
+  LC_CHECK(rt == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "pkrsa");
+  LC_CHECK_CONTAINS(lc_error_last(), "authentication");
+  LC_CHECK_CONTAINS(lc_error_last(), "PubkeyAcceptedAlgorithms");
+  LC_CHECK_CONTAINS(lc_error_last(), "ssh-ed25519");
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "pked25519", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/*
+ * AddressFamily sets the family of the lookup: a host given by its IPv4 address with
+ * AddressFamily inet6 has no address to connect to, and the error names the host and the
+ * keyword; AddressFamily inet connects.
+ */
+static void test_address_family(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  uint64_t took = 0;
+  tpath(cfg, sizeof(cfg), "family.conf");
+  host_block(b, sizeof(blocks), "only6", th_addr(3), 22, NULL, NULL, "yes",
+             "  AddressFamily inet6\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "only4", th_addr(3), 22, NULL, NULL, "yes",
+             "  AddressFamily inet\n");
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_CHECK(connect_with(&rt, cfg, "only6", LC_HOSTKEY_DEFAULT, 0, &took) == -EHOSTUNREACH);
+  LC_CHECK(rt == NULL);
+  LC_CHECK(took < 5000);
+  LC_CHECK_CONTAINS(lc_error_last(), "only6");
+  LC_CHECK_CONTAINS(lc_error_last(), th_addr(3));
+  LC_CHECK_CONTAINS(lc_error_last(), "AddressFamily inet6");
+  lc_runtime_free(rt);
+  rt = NULL;
+  LC_CHECK_OK(connect_with(&rt, cfg, "only4", LC_HOSTKEY_DEFAULT, 0, NULL));
+  LC_CHECK(rt != NULL && runs_true(rt) == 0);
+  lc_runtime_free(rt);
+}
+
+/* TCP resets that host i has sent ("Tcp: ... OutRsts" of its network namespace); -1 if unknown. */
+static long host_out_rsts(int i) {
+  char path[4200], *pidtext, *snmp, *names, *values;
+  long n = -1;
+  snprintf(path, sizeof(path), "%s/hosts/%d/sshd.pid", fixture, i);
+  if ((pidtext = read_text(path)) == NULL)
+    return -1;
+  snprintf(path, sizeof(path), "/proc/%d/net/snmp", atoi(pidtext));
+  free(pidtext);
+  if ((snmp = read_text(path)) == NULL)
+    return -1;
+  /* two lines "Tcp: Name...", "Tcp: value...": the column of OutRsts */
+  if ((names = strstr(snmp, "\nTcp: ")) != NULL &&
+      (values = strstr(names + 1, "\nTcp: ")) != NULL) {
+    char *nl = strchr(names + 1, '\n'), *ns, *vs, *nsave = NULL, *vsave = NULL;
+    *nl = '\0';
+    if ((nl = strchr(values + 1, '\n')) != NULL)
+      *nl = '\0';
+    ns = strtok_r(names + 6, " ", &nsave);
+    vs = strtok_r(values + 6, " ", &vsave);
+    while (ns != NULL && vs != NULL && strcmp(ns, "OutRsts") != 0) {
+      ns = strtok_r(NULL, " ", &nsave);
+      vs = strtok_r(NULL, " ", &vsave);
+    }
+    if (ns != NULL && vs != NULL)
+      n = atol(vs);
+  }
+  free(snmp);
+  return n;
+}
+
+/*
+ * ConnectionAttempts 3 against a port of lab4 that nothing listens on: three connects, each
+ * answered by a reset that lab4's TCP counters record, and an error that says how many attempts
+ * were made. Without the keyword: one attempt.
+ */
+static void test_connection_attempts(void) {
+  char cfg[4096], blocks[8192], *b = blocks;
+  lc_runtime *rt = NULL;
+  uint64_t took = 0;
+  long before, after;
+  tpath(cfg, sizeof(cfg), "attempts.conf");
+  host_block(b, sizeof(blocks), "tries3", th_addr(4), 2, NULL, NULL, "yes",
+             "  ConnectionAttempts 3\n");
+  b += strlen(b);
+  host_block(b, sizeof(blocks) - (size_t)(b - blocks), "tries1", th_addr(4), 2, NULL, NULL, "yes",
+             NULL);
+  LC_REQUIRE(write_config(cfg, 0, blocks) == 0);
+  LC_REQUIRE((before = host_out_rsts(4)) >= 0);
+  LC_CHECK(connect_with(&rt, cfg, "tries3", LC_HOSTKEY_DEFAULT, 0, &took) == -ECONNREFUSED);
+  after = host_out_rsts(4);
+  fprintf(stderr, "  lab4 sent %ld resets\n", after - before);
+  LC_CHECK(rt == NULL);
+  LC_CHECK(after - before >= 3);
+  LC_CHECK(took < 20000);
+  LC_CHECK_CONTAINS(lc_error_last(), "tries3");
+  LC_CHECK_CONTAINS(lc_error_last(), "after 3 attempts");
+  LC_CHECK_CONTAINS(lc_error_last(), "refused");
+  lc_runtime_free(rt);
+  rt = NULL;
+  before = host_out_rsts(4);
+  LC_CHECK(connect_with(&rt, cfg, "tries1", LC_HOSTKEY_DEFAULT, 0, NULL) == -ECONNREFUSED);
+  after = host_out_rsts(4);
+  LC_CHECK(after - before >= 1 && after - before < 3);
+  LC_CHECK(strstr(lc_error_last(), "attempts") == NULL);
+  lc_runtime_free(rt);
+}
+
+/*
+ * BatchMode yes with an encrypted key and no agent: the same prompt-free LC_EKEYLOCKED as
+ * without it (the backend never prompts), at once.
+ */
+static void test_batch_mode_encrypted_key(void) {
+  char key[4096], cfg[4096], block[4096];
+  tpath(key, sizeof(key), "batch_locked_key");
+  tpath(cfg, sizeof(cfg), "batch-locked.conf");
+  LC_REQUIRE(getenv("SSH_AUTH_SOCK") == NULL);
+  LC_REQUIRE(sh("cp '%s/id_ed25519' '%s' && chmod 600 '%s' && ssh-keygen -q -p -P '' -N secret "
+                "-f '%s'",
+                fixture, key, key, key) == 0);
+  host_block(block, sizeof(block), "lab1", th_addr(1), 22, key, NULL, "yes", "  BatchMode yes\n");
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  expect_locked(cfg, key);
+}
+
 /* Whether rt reports itself disconnected within ms (lc_runtime_is_connected becomes 0). */
 static int runtime_disconnects(lc_runtime *rt, int ms) {
   uint64_t end = now_ms() + (uint64_t)ms;
@@ -739,6 +911,50 @@ static void test_keepalive_notices_dead_host(void) {
   LC_CHECK(th_run("link-up 5") == 0);
   /* on the host, the lifeline misses its heartbeat (3 s) and ends the command */
   LC_CHECK(wait_procs(5, "sleep 4247", 0, 20000) == 0);
+  lc_process_free(p);
+  lc_runtime_free(rt);
+}
+
+/*
+ * ServerAliveInterval 1 and ServerAliveCountMax 2 in the config set the keepalive timeout (2 s,
+ * against the default 30 s): with lab2's link down, a running command's wait reports the
+ * connection lost well within 15 s. The host is brought back whatever happens.
+ */
+static void test_server_alive_from_config(void) {
+  char cfg[4096], block[4096];
+  lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
+  lc_runtime *rt = NULL;
+  lc_process *p = NULL;
+  lc_exec_result res = {.exit_status = -1};
+  uint64_t t0, took;
+  int r;
+  tpath(cfg, sizeof(cfg), "serveralive.conf");
+  host_block(block, sizeof(block), "alive", th_addr(2), 22, NULL, NULL, "yes",
+             "  ServerAliveInterval 1\n  ServerAliveCountMax 2\n");
+  LC_REQUIRE(write_config(cfg, 0, block) == 0);
+  o.ssh_config = cfg;
+  o.heartbeat_timeout_ms = 3000; /* the lifeline ends the command soon after the link is back */
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "alive", &o));
+  LC_CHECK_OK(lc_runtime_spawn(&p, rt, "sleep 4251", NULL));
+  LC_CHECK(wait_procs(2, "sleep 4251", 1, 10000) > 0);
+  if (p == NULL || th_run("link-down 2") != 0) {
+    LC_CHECK(!"could not set up the dead host");
+    th_run("link-up 2");
+    lc_process_free(p);
+    lc_runtime_free(rt);
+    return;
+  }
+  t0 = now_ms();
+  r = lc_process_wait(&res, p, 15000);
+  took = now_ms() - t0;
+  fprintf(stderr, "  wait after link-down: %s after %d ms: %s\n", lc_err_name(r), (int)took,
+          lc_error_last());
+  LC_CHECK(th_run("link-up 2") == 0);
+  LC_CHECK(r == LC_ECLOSED); /* -ETIMEDOUT if the 30 s default were still in force */
+  LC_CHECK_CONTAINS(lc_error_last(), "alive");
+  LC_CHECK_CONTAINS(lc_error_last(), "connection lost");
+  LC_CHECK(!lc_runtime_is_connected(rt));
+  LC_CHECK(wait_procs(2, "sleep 4251", 0, 20000) == 0);
   lc_process_free(p);
   lc_runtime_free(rt);
 }
@@ -805,12 +1021,12 @@ static void test_free_runtime_while_command_runs(void) {
 
 /* ---- ciphers -------------------------------------------------------------------------------- */
 
-static char remove_ciphers_host[8192]; /* "testhosts down" of the extra instance, while it is up */
+static char remove_extra_host[8192]; /* "testhosts down" of an extra instance, while it is up */
 
 static void remove_extra_hosts(void) {
-  if (remove_ciphers_host[0] != '\0' && system(remove_ciphers_host) != 0) /* NOLINT */
-    fprintf(stderr, "  %s: failed\n", remove_ciphers_host);
-  remove_ciphers_host[0] = '\0';
+  if (remove_extra_host[0] != '\0' && system(remove_extra_host) != 0) /* NOLINT */
+    fprintf(stderr, "  %s: failed\n", remove_extra_host);
+  remove_extra_host[0] = '\0';
 }
 
 /* Connects to lab0 of the extra instance through its config with first_line put before it. */
@@ -841,7 +1057,7 @@ static void test_ciphers(void) {
   snprintf(dir, sizeof(dir), "%s-ciphers", fixture);
   snprintf(cmd, sizeof(cmd), "%s up 1 --dir %s --sshd-option 'Ciphers aes192-ctr' >/dev/null",
            th_script(), dir);
-  snprintf(remove_ciphers_host, sizeof(remove_ciphers_host), "%s down --dir %s", th_script(), dir);
+  snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
   st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
   LC_CHECK(st == 0);
   if (st == 0) {
@@ -865,8 +1081,61 @@ static void test_ciphers(void) {
     LC_CHECK_CONTAINS(lc_error_last(), "aes192-ctr");
     lc_runtime_free(rt);
   }
-  LC_CHECK(system(remove_ciphers_host) == 0); /* NOLINT(cert-env33-c) */
-  remove_ciphers_host[0] = '\0';
+  LC_CHECK(system(remove_extra_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_extra_host[0] = '\0';
+}
+
+/*
+ * CertificateFile: an extra instance whose sshd also listens on port 2222, where no
+ * authorized_keys file is read and only certificates signed by a throw-away user CA
+ * (TrustedUserCAKeys) are accepted. The user key signed by that CA into a certificate at a path
+ * of its own (not KEY-cert.pub, which is tried without the keyword): with CertificateFile it
+ * connects, without it authentication fails. Port 22 of the same host still takes the plain key.
+ */
+static void test_certificate_file(void) {
+  char dir[4096], ca[4200], pub[4096], cert[4096], cmd[16384], line[8400], addr[64] = "", *hosts;
+  lc_runtime *rt = NULL;
+  int st;
+  snprintf(dir, sizeof(dir), "%s-cert", fixture);
+  snprintf(ca, sizeof(ca), "%s-cert-ca", fixture); /* outside /tmp: the host's sshd reads it */
+  tpath(pub, sizeof(pub), "certuser.pub");
+  tpath(cert, sizeof(cert), "certuser.cert"); /* not certuser-cert.pub */
+  LC_REQUIRE(sh("rm -f '%s' '%s.pub' && ssh-keygen -q -t ed25519 -N '' -C lc-user-ca -f '%s'", ca,
+                ca, ca) == 0);
+  snprintf(cmd, sizeof(cmd),
+           "%s up 1 --dir %s --sshd-option 'Port 2222' --sshd-option 'AuthorizedKeysFile "
+           "%s/authorized_keys' --sshd-option 'Match LocalPort 2222' --sshd-option "
+           "'AuthorizedKeysFile none' --sshd-option 'TrustedUserCAKeys %s.pub' >/dev/null",
+           th_script(), dir, dir, ca);
+  snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
+  st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
+  LC_CHECK(st == 0);
+  if (st == 0) {
+    LC_CHECK(sh("cp '%s/id_ed25519.pub' '%s' && ssh-keygen -q -s '%s' -I lc-test -n root "
+                "-V -5m:+1h '%s' && mv '%s/certuser-cert.pub' '%s'",
+                dir, pub, ca, pub, tmpdir, cert) == 0);
+    /* known_hosts names the host by its address for port 22: the alias finds it for 2222 */
+    snprintf(line, sizeof(line), "%s/hosts.txt", dir);
+    LC_CHECK((hosts = read_text(line)) != NULL && sscanf(hosts, "%*s %63s", addr) == 1);
+    free(hosts);
+    snprintf(line, sizeof(line), "Port 2222\nHostKeyAlias %s\nCertificateFile %s\n", addr, cert);
+    LC_CHECK_OK(connect_extra(&rt, dir, line));
+    LC_CHECK(rt != NULL && runs_true(rt) == 0);
+    lc_runtime_free(rt);
+    rt = NULL;
+    snprintf(line, sizeof(line), "Port 2222\nHostKeyAlias %s\n", addr);
+    LC_CHECK(connect_extra(&rt, dir, line) == LC_EAUTH);
+    LC_CHECK(rt == NULL);
+    LC_CHECK_CONTAINS(lc_error_last(), "lab0");
+    LC_CHECK_CONTAINS(lc_error_last(), "authentication");
+    lc_runtime_free(rt);
+    rt = NULL;
+    LC_CHECK_OK(connect_extra(&rt, dir, "# port 22: authorized_keys\n"));
+    lc_runtime_free(rt);
+  }
+  LC_CHECK(system(remove_extra_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_extra_host[0] = '\0';
+  sh("rm -f '%s' '%s.pub'", ca, ca);
 }
 
 static const lc_test_case tests[] = {
@@ -887,6 +1156,13 @@ static const lc_test_case tests[] = {
     LC_TEST(test_global_known_hosts_and_alias),
     LC_TEST(test_identities_only_with_agent),
     LC_TEST(test_kex_mismatch),
+    LC_TEST(test_hostkey_algorithms),
+    LC_TEST(test_pubkey_accepted_algorithms),
+    LC_TEST(test_address_family),
+    LC_TEST(test_connection_attempts),
+    LC_TEST(test_batch_mode_encrypted_key),
+    LC_TEST(test_server_alive_from_config),
+    LC_TEST(test_certificate_file),
 };
 
 int main(int argc, char **argv) {
