@@ -1887,6 +1887,7 @@ int lc__sshconfig_resolve(lc__ssh_host *out, const char *config_path, const char
   h.server_alive_interval_s = (p.seen & SEEN_ALIVE_INTERVAL) ? p.alive_interval_s
                               : p.batch_mode                 ? 300
                                                              : 0;
+  h.server_alive_given = (p.seen & SEEN_ALIVE_INTERVAL) != 0;
   h.server_alive_count_max = (p.seen & SEEN_ALIVE_COUNT) ? p.alive_count : 3;
   h.address_family = p.family;
   h.batch_mode = p.batch_mode;

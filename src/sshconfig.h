@@ -69,6 +69,8 @@ typedef struct lc__ssh_host {
   int connect_timeout_s;          /* ConnectTimeout; 0 when unset */
   int connection_attempts;        /* ConnectionAttempts; 1 when unset */
   int server_alive_interval_s;    /* ServerAliveInterval; 0 when unset (off) */
+  int server_alive_given;         /* ServerAliveInterval was in the config, not implied by
+                                   * BatchMode: only then does it set our keepalive */
   int server_alive_count_max;     /* ServerAliveCountMax; 3 when unset */
   lc__addr_family address_family; /* AddressFamily */
   int batch_mode;                 /* BatchMode yes */

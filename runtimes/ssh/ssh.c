@@ -1523,8 +1523,11 @@ int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *
   if (c->host.connect_timeout_s > 0 && (rt->opts.connect_timeout_ms == 10000))
     rt->opts.connect_timeout_ms = c->host.connect_timeout_s * 1000;
   /* ServerAliveInterval and ServerAliveCountMax: the host is declared dead after interval x
-   * count of silence, as ssh does, unless the caller set its own keepalive timeout */
-  if (c->host.server_alive_interval_s > 0 && rt->opts.keepalive_timeout_ms == 30000)
+   * count of silence, as ssh does, unless the caller set its own keepalive timeout. Not the
+   * 300 s that BatchMode yes implies: for ssh that turns a keepalive on, for us it would turn
+   * our 30 s limit into 15 minutes. */
+  if (c->host.server_alive_given && c->host.server_alive_interval_s > 0 &&
+      rt->opts.keepalive_timeout_ms == 30000)
     rt->opts.keepalive_timeout_ms =
         c->host.server_alive_interval_s *
         (c->host.server_alive_count_max > 0 ? c->host.server_alive_count_max : 1) * 1000;

@@ -820,7 +820,7 @@ static void test_reach_keywords(void) {
   LC_CHECK_STR(h.identity_agent, at_home("agent.sock"));
   LC_CHECK(h.address_family == LC__AF_INET6);
   LC_CHECK(h.connection_attempts == 3);
-  LC_CHECK(h.server_alive_interval_s == 60);
+  LC_CHECK(h.server_alive_interval_s == 60 && h.server_alive_given == 1);
   LC_CHECK(h.server_alive_count_max == 4);
   LC_CHECK_STR(h.kex_algorithms, "curve25519-sha256");
   LC_CHECK(h.hostkey_algorithms != NULL && strstr(h.hostkey_algorithms, "ecdsa") == NULL &&
@@ -840,6 +840,7 @@ static void test_reach_keywords(void) {
   LC_CHECK_STR(h.identity_agent, "none");
   LC_CHECK_STR(h.known_hosts, "/dev/null");
   LC_CHECK(h.server_alive_interval_s == 300); /* as ssh with BatchMode yes */
+  LC_CHECK(h.server_alive_given == 0);         /* ... which leaves our keepalive as it is */
   LC_CHECK(h.warning_count == 0);
   lc__ssh_host_clear(&h);
   check_bad(write_file("badreach1", "AddressFamily ipx\n"), 1, LC_ECONFIG, "ipx");
