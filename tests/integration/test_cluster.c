@@ -196,7 +196,7 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   LC_CHECK(port != 61600 && port >= 61601 && port <= 61650);
   LC_CHECK_CONTAINS(lc_cluster_log(c),
                     "port 61600 was taken after all (port 61600 is in use on lab2");
-  check_workers_reached_master(c, port); /* through their tunnels */
+  check_workers_reached_master(c, port);         /* through their tunnels */
   LC_CHECK(count_everywhere("^serve 616") == 4); /* the first master is gone */
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 616") == 0);
@@ -270,8 +270,7 @@ static void test_declared_gpus(void) {
       LC_CHECK(wi->gpu == -1);
     }
   }
-  LC_CHECK(lc_cluster_worker_count(c) == 6 &&
-           strcmp(lc_cluster_worker(c, 2)->host, "lab1") == 0 &&
+  LC_CHECK(lc_cluster_worker_count(c) == 6 && strcmp(lc_cluster_worker(c, 2)->host, "lab1") == 0 &&
            strcmp(lc_cluster_worker(c, 4)->host, "lab1") == 0 &&
            strcmp(lc_cluster_worker(c, 5)->host, "lab2") == 0);
   lc_cluster_free(c);
@@ -505,71 +504,40 @@ static int run_ctl(const char *const *args, char *out, size_t size) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* `start` on lab0 with one worker, these commands, and a limit flag and value unless NULL. */
+static const char *const *start_argv(const char *argv[18], const char *master, const char *worker,
+                                     const char *flag, const char *value) {
+  const char *words[18] = {"start",       "-F",
+                           th_config(),   "--hosts",
+                           "lab0",        "--workers",
+                           "1",           "--master-port",
+                           "61860",       "--ports",
+                           "61861-61890", "--master-cmd",
+                           master,        "--worker-cmd",
+                           worker,        flag,
+                           value,         NULL};
+  memcpy(argv, words, sizeof(words));
+  return argv;
+}
+
 /* lazyclusterctl start with the command type's defaults (no limit given) and with the limits
  * given: a timeout names the limit, where it came from, and the flag that changes it. */
 static void test_cli_timeout_messages(void) {
   char out[16384];
-  const char *defaults[] = {"start",
-                            "-F",
-                            th_config(),
-                            "--hosts",
-                            "lab0",
-                            "--workers",
-                            "1",
-                            "--master-port",
-                            "61860",
-                            "--ports",
-                            "61861-61890",
-                            "--master-cmd",
-                            "echo held-back >&2; exec sleep 61",
-                            "--worker-cmd",
-                            worker_tmpl,
-                            NULL};
-  const char *given[] = {"start",
-                         "-F",
-                         th_config(),
-                         "--hosts",
-                         "lab0",
-                         "--workers",
-                         "1",
-                         "--master-port",
-                         "61860",
-                         "--ports",
-                         "61861-61890",
-                         "--master-cmd",
-                         "echo held-back >&2; exec sleep 61",
-                         "--worker-cmd",
-                         worker_tmpl,
-                         "--master-timeout",
-                         "1.5",
-                         NULL};
-  const char *workers[] = {"start",
-                           "-F",
-                           th_config(),
-                           "--hosts",
-                           "lab0",
-                           "--workers",
-                           "1",
-                           "--master-port",
-                           "61860",
-                           "--ports",
-                           "61861-61890",
-                           "--master-cmd",
-                           master_tmpl,
-                           "--worker-cmd",
-                           "exec sleep 61",
-                           "--timeout",
-                           "1",
-                           NULL};
-  LC_CHECK(run_ctl(defaults, out, sizeof(out)) == 1);
+  const char *argv[18];
+  LC_CHECK(run_ctl(start_argv(argv, "echo held-back >&2; exec sleep 61", worker_tmpl, NULL, NULL),
+                   out, sizeof(out)) == 1);
   LC_CHECK_CONTAINS(out, "the cluster did not start: localhost: the master did not start on port "
                          "61860 within 3 s (the default master timeout; --master-timeout S "
                          "changes it): it still runs; its last stderr lines:");
   LC_CHECK_CONTAINS(out, "held-back");
-  LC_CHECK(run_ctl(given, out, sizeof(out)) == 1);
+  LC_CHECK(run_ctl(start_argv(argv, "echo held-back >&2; exec sleep 61", worker_tmpl,
+                              "--master-timeout", "1.5"),
+                   out, sizeof(out)) == 1);
   LC_CHECK_CONTAINS(out, "within 1.5 s (the master timeout given; --master-timeout S changes "
                          "it): it still runs");
-  LC_CHECK(run_ctl(workers, out, sizeof(out)) == 1);
+  LC_CHECK(run_ctl(start_argv(argv, master_tmpl, "exec sleep 61", "--timeout", "1"), out,
+                   sizeof(out)) == 1);
   LC_CHECK_CONTAINS(out, "the workers did not start: lab0 worker-0 did not listen on port ");
   LC_CHECK_CONTAINS(out, " within 1 s (the worker timeout given; --timeout S changes it): it "
                          "still runs");
@@ -597,8 +565,8 @@ static void test_sigkill_of_start(void) {
     dup2(fds[1], 1);
     close(fds[0]);
     execl(ctl, ctl, "start", "-F", th_config(), "--hosts", "lab0,lab1,lab2", "--workers", "4",
-          "--heartbeat", "3", "--master-port", "61700", "--ports", "61701-61750",
-          "--master-cmd", master_tmpl, "--worker-cmd", worker_tmpl, (char *)NULL);
+          "--heartbeat", "3", "--master-port", "61700", "--ports", "61701-61750", "--master-cmd",
+          master_tmpl, "--worker-cmd", worker_tmpl, (char *)NULL);
     _exit(127);
   }
   close(fds[1]);
@@ -678,8 +646,8 @@ int main(int argc, char **argv) {
   }
   snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
   if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
-      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 ||
-      lc_group_report_failures(rep) != 0 || ship_binary() < 0) {
+      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 || lc_group_report_failures(rep) != 0 ||
+      ship_binary() < 0) {
     fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
             rep ? lc_group_report_message(rep, 0) : "");
     return 2;
