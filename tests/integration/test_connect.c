@@ -1097,7 +1097,7 @@ static void test_certificate_file(void) {
   lc_runtime *rt = NULL;
   int st;
   snprintf(dir, sizeof(dir), "%s-cert", fixture);
-  snprintf(ca, sizeof(ca), "%s-cert-ca", fixture); /* outside /tmp: the host's sshd reads it */
+  snprintf(ca, sizeof(ca), "%s-cert-ca", fixture);
   tpath(pub, sizeof(pub), "certuser.pub");
   tpath(cert, sizeof(cert), "certuser.cert"); /* not certuser-cert.pub */
   LC_REQUIRE(sh("rm -f '%s' '%s.pub' && ssh-keygen -q -t ed25519 -N '' -C lc-user-ca -f '%s'", ca,
@@ -1105,12 +1105,16 @@ static void test_certificate_file(void) {
   snprintf(cmd, sizeof(cmd),
            "%s up 1 --dir %s --sshd-option 'Port 2222' --sshd-option 'AuthorizedKeysFile "
            "%s/authorized_keys' --sshd-option 'Match LocalPort 2222' --sshd-option "
-           "'AuthorizedKeysFile none' --sshd-option 'TrustedUserCAKeys %s.pub' >/dev/null",
-           th_script(), dir, dir, ca);
+           "'AuthorizedKeysFile none' --sshd-option 'TrustedUserCAKeys %s/user_ca.pub' >/dev/null",
+           th_script(), dir, dir, dir);
   snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
   st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
   LC_CHECK(st == 0);
   if (st == 0) {
+    /* the CA's key inside the host's directory, made by `up`: a host whose directory lies under
+     * /tmp (a CI clone's build tree) sees only that directory of the real /tmp. sshd reads the
+     * file when a certificate is offered, not when it starts. */
+    LC_CHECK(sh("cp '%s.pub' '%s/user_ca.pub'", ca, dir) == 0);
     LC_CHECK(sh("cp '%s/id_ed25519.pub' '%s' && ssh-keygen -q -s '%s' -I lc-test -n root "
                 "-V -5m:+1h '%s' && mv '%s/certuser-cert.pub' '%s'",
                 dir, pub, ca, pub, tmpdir, cert) == 0);
