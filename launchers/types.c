@@ -9,6 +9,10 @@
 
 static const lc_cluster_type *const builtin[] = {&lc__command_type, &lc__dask_type};
 
+const char *lc_cluster_type_arg(const char *const *args, const char *key) {
+  return lc__type_arg(args, key);
+}
+
 const char *lc__type_arg(const char *const *args, const char *key) {
   size_t n = strlen(key);
   for (; args != NULL && *args != NULL; args++)
@@ -55,8 +59,9 @@ int lc_cluster_type_load(lc_cluster_type *out, const char *path) {
   if ((r = entry(out)) < 0)
     return lc__error_set(r, "%s: lc_cluster_type_v1 failed: %s", path, lc_error_last());
   if (out->version != LC_CLUSTER_TYPE_VERSION || out->make == NULL || out->name == NULL)
-    return lc__error_set(LC_ECONFIG, "%s: cluster type version %u, name %s, make %s: this "
-                                     "library knows version %d with a name and make",
+    return lc__error_set(LC_ECONFIG,
+                         "%s: cluster type version %u, name %s, make %s: this "
+                         "library knows version %d with a name and make",
                          path, out->version, out->name ? out->name : "(none)",
                          out->make ? "set" : "missing", LC_CLUSTER_TYPE_VERSION);
   return 0; /* the library stays loaded: its functions are in use */

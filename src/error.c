@@ -15,14 +15,15 @@ static const struct {
   int err;
   const char *name;
 } errno_names[] = {
-#define E(x) {x, #x}
-  E(EPERM),        E(ENOENT),      E(EIO),          E(E2BIG),        E(EBADF),
-  E(EAGAIN),       E(ENOMEM),      E(EACCES),       E(EBUSY),        E(EEXIST),
-  E(ENOTDIR),      E(EISDIR),      E(EINVAL),       E(ENOSPC),       E(EPIPE),
-  E(ERANGE),       E(ENAMETOOLONG), E(ENOSYS),      E(ENOTSUP),      E(EADDRINUSE),
-  E(EADDRNOTAVAIL), E(ENETDOWN),   E(ENETUNREACH),  E(ECONNABORTED), E(ECONNRESET),
-  E(ENOTCONN),     E(ETIMEDOUT),   E(ECONNREFUSED), E(EHOSTDOWN),    E(EHOSTUNREACH),
-  E(ECANCELED),    E(ESRCH),       E(ECHILD),       E(EPROTO),       E(EMSGSIZE),
+#define E(x)                                                                                       \
+  { x, #x }
+    E(EPERM),         E(ENOENT),       E(EIO),          E(E2BIG),        E(EBADF),
+    E(EAGAIN),        E(ENOMEM),       E(EACCES),       E(EBUSY),        E(EEXIST),
+    E(ENOTDIR),       E(EISDIR),       E(EINVAL),       E(ENOSPC),       E(EPIPE),
+    E(ERANGE),        E(ENAMETOOLONG), E(ENOSYS),       E(ENOTSUP),      E(EADDRINUSE),
+    E(EADDRNOTAVAIL), E(ENETDOWN),     E(ENETUNREACH),  E(ECONNABORTED), E(ECONNRESET),
+    E(ENOTCONN),      E(ETIMEDOUT),    E(ECONNREFUSED), E(EHOSTDOWN),    E(EHOSTUNREACH),
+    E(ECANCELED),     E(ESRCH),        E(ECHILD),       E(EPROTO),       E(EMSGSIZE),
 #undef E
 };
 
@@ -73,6 +74,16 @@ __attribute__((format(printf, 3, 0))) static void format_into(char *dst, size_t 
 
 int lc__error_set(int code, const char *fmt, ...) {
   va_list ap;
+  va_start(ap, fmt);
+  format_into(last_error, sizeof(last_error), fmt, ap);
+  va_end(ap);
+  return code;
+}
+
+int lc_error_set(int code, const char *fmt, ...) {
+  va_list ap;
+  if (fmt == NULL)
+    return lc__error_set(code, "%s", lc_strerror(code));
   va_start(ap, fmt);
   format_into(last_error, sizeof(last_error), fmt, ap);
   va_end(ap);

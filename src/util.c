@@ -24,19 +24,41 @@ char *lc__strndup(const char *s, size_t n) {
 
 char *lc__strdup(const char *s) { return s ? lc__strndup(s, strlen(s)) : NULL; }
 
+char *lc_strdup(const char *s) { return lc__strdup(s); }
+
+static char *vsprintf_new(const char *fmt, va_list ap) {
+  va_list again;
+  char *d;
+  int n;
+  va_copy(again, ap);
+  n = vsnprintf(NULL, 0, fmt, ap);
+  if (n < 0 || (d = lc__malloc((size_t)n + 1)) == NULL) {
+    va_end(again);
+    return NULL;
+  }
+  vsnprintf(d, (size_t)n + 1, fmt, again);
+  va_end(again);
+  return d;
+}
+
 char *lc__sprintf(const char *fmt, ...) {
   va_list ap;
-  lc__buf b = {0};
-  int n;
+  char *d;
   va_start(ap, fmt);
-  n = vsnprintf(NULL, 0, fmt, ap);
+  d = vsprintf_new(fmt, ap);
   va_end(ap);
-  if (n < 0 || (b.data = lc__malloc((size_t)n + 1)) == NULL)
+  return d;
+}
+
+char *lc_asprintf(const char *fmt, ...) {
+  va_list ap;
+  char *d;
+  if (fmt == NULL)
     return NULL;
   va_start(ap, fmt);
-  vsnprintf(b.data, (size_t)n + 1, fmt, ap);
+  d = vsprintf_new(fmt, ap);
   va_end(ap);
-  return b.data;
+  return d;
 }
 
 static int buf_reserve(lc__buf *b, size_t extra) {

@@ -11,8 +11,32 @@
  * type is two such structs (see examples/custom_cluster.c), or a shared object exporting
  * lc_cluster_type_v1 (see lc_cluster_type).
  *
- * Threads: any thread but the engine's; calls on one cluster must not overlap. Launcher methods
- * are called on the calling thread and may use the whole public API (they may block).
+ * Threads: any thread but the engine's; calls on one cluster must not overlap.
+ *
+ * Launcher methods, and what they may call:
+ * - The blocking methods (command, wait_ready, prepare_host, prepare_worker, place, after_start)
+ *   run on the thread that called lc_cluster_start* / lc_cluster_worker_restart. They may block,
+ *   and may call any lc_runtime_*, lc_group_*, lc_task_*, lc_ports_* function, and of this
+ *   cluster only the read-only accessors (lc_cluster_master_*, lc_cluster_worker*,
+ * lc_cluster_group, the limits) and the counter (lc_cluster_counter_*). They must not start, stop,
+ * restart or free this cluster.
+ * - The line hooks (on_line of either launcher) run on the engine thread for every output line:
+ *   they must not block, and of lc_* they may call only lc_cluster_counter_add.
+ *
+ * Lifetimes of what the cluster lends (borrowed pointers):
+ * - lc_cluster_worker(c, i), and the lc_worker_info a worker method receives as w: during that
+ *   call for a method; for lc_cluster_worker, until the next start, stop, restart or free of the
+ *   cluster (the array may move when workers are added).
+ * - lc_cluster_worker_process / lc_cluster_master_process: until that process is stopped or
+ *   restarted, or the cluster is freed.
+ * - lc_cluster_worker_runtime / lc_cluster_master_runtime: as long as the group holds the
+ *   runtime (the master's own local runtime: until the cluster is freed).
+ * - The line and host strings given to callbacks: during the call.
+ *
+ * A worker's context is the cluster as it was when that worker started: LAZYCLUSTER_WORKER_COUNT,
+ * TF_CONFIG and its cluster.json count and list the workers started until then (its own start
+ * included). Workers added later are not written into earlier workers' cluster.json; a type that
+ * needs the current set asks its master (the Dask scheduler knows its workers).
  */
 #ifndef LAZYCLUSTER_CLUSTER_H
 #define LAZYCLUSTER_CLUSTER_H
@@ -29,17 +53,41 @@ typedef struct lc_cluster lc_cluster;
 
 /** One worker, as its launcher sees it. */
 typedef struct lc_worker_info {
-  int index;           /**< 0 .. count-1, over the cluster's life */
-  int count;           /**< workers in the cluster once this start is done */
-  const char *host;    /**< the runtime it runs on */
-  int port;            /**< its own port, free on every host */
-  int gpu;             /**< the GPU it owns on its host, or -1 */
+  int index;        /**< 0 .. count-1, over the cluster's life */
+  int count;        /**< workers in the cluster once this start is done */
+  const char *host; /**< the runtime it runs on */
+  int port;         /**< its own port, free on every host */
+  int gpu;          /**< the GPU it owns on its host, or -1 */
   int master_port;
   const char *workdir; /**< its working directory on its host (holds cluster.json) */
   int aux_port;        /**< a second port when the launcher asks for one (a Dask nanny), or 0 */
 } lc_worker_info;
 
-#define LC_MASTER_LAUNCHER_VERSION 2
+/** Where workers go: lc_cluster_options.placement. */
+typedef enum lc_placement {
+  /** The default: each worker goes to the host with the fewest workers of the cluster (ties: the
+   * first in group order), on its first free slot: 4 workers on two 8-GPU hosts get GPUs 0 and
+   * 1 of each. */
+  LC_PLACE_SPREAD = 0,
+  /** Each host's slots are filled, in group order, before the next host gets a worker: 4 workers
+   * on two 8-GPU hosts get GPUs 0-3 of the first. */
+  LC_PLACE_PACK = 1,
+} lc_placement;
+
+/**
+ * A place for one worker. A host with GPUs has one slot per GPU (gpu 0..N-1); a host without has
+ * its declared slots (an inventory's slots=N), else one, as CPU slots (gpu -1). A host never gets
+ * GPU slots it does not have. When every slot of the hosts that may take workers is used, another
+ * round over the same slots begins (two workers then share a GPU, and the log says so), unless
+ * lc_cluster_options.max_workers_per_host caps it (then the start fails with -ENOSPC).
+ */
+typedef struct lc_slot {
+  const char *host; /**< the runtime's name */
+  int gpu;          /**< the GPU of this slot on its host, or -1 */
+  int workers;      /**< workers of the cluster on this slot already */
+} lc_slot;
+
+#define LC_MASTER_LAUNCHER_VERSION 3
 
 typedef struct lc_master_launcher lc_master_launcher;
 
@@ -58,9 +106,16 @@ struct lc_master_launcher {
   int timeout_ms;
   /** The type's name, for messages ("the dask type's default master timeout"); NULL: none. */
   const char *type_name;
+  /* version 3 */
+  /** Optional: each line the master writes (stdout and stderr, without its newline), on the
+   * engine thread, before lc_cluster_options.on_output gets it. For a type whose readiness is in
+   * its master's log (a scheduler's "worker registered" lines): count them with
+   * lc_cluster_counter_add, wait with lc_cluster_counter_wait. Must not block. */
+  void (*on_line)(lc_master_launcher *self, lc_cluster *cluster, const char *line, size_t len,
+                  lc_stream stream);
 };
 
-#define LC_WORKER_LAUNCHER_VERSION 3
+#define LC_WORKER_LAUNCHER_VERSION 4
 
 #define LC_WORKER_MESH 1 /**< lc_worker_launcher.mesh: each worker's port on every host */
 #define LC_WORKER_HERE 2 /**< lc_worker_launcher.mesh: each worker's port on this machine */
@@ -76,8 +131,11 @@ struct lc_worker_launcher {
    * _WORKDIR, _WORKER_PORT, TF_CONFIG, CUDA_VISIBLE_DEVICES). */
   int (*command)(lc_worker_launcher *self, lc_cluster *cluster, const lc_worker_info *w,
                  char **out);
-  /** Optional: after a start of n workers, blocks until the cluster sees them all; NULL: ready
-   * when every worker's port accepts. */
+  /** Optional: after workers were started (by lc_cluster_start*, or one by
+   * lc_cluster_worker_restart), blocks until n workers are ready, n being every worker of the
+   * cluster that runs now (those just started included; not those stopped); NULL: ready when
+   * every started worker's port listens. Returns 0, -ETIMEDOUT (the detail says what it waited
+   * for), LC_EREMOTE. */
   int (*wait_ready)(lc_worker_launcher *self, lc_cluster *cluster, int n, int timeout_ms);
   /** LC_WORKER_MESH: every worker's port is reachable from every host; LC_WORKER_HERE: only
    * from this machine; 0: workers need no tunnels of their own. */
@@ -94,24 +152,61 @@ struct lc_worker_launcher {
   /** The type's worker start limit in ms (all workers of one start), used when
    * lc_cluster_options.worker_timeout_ms is 0; 0: the library's (LC_CLUSTER_WORKER_TIMEOUT_MS). */
   int timeout_ms;
+  /* version 4 */
+  /** Optional: each line worker index writes, on the engine thread, before
+   * lc_cluster_options.on_output gets it. Must not block (see the top of this header). */
+  void (*on_line)(lc_worker_launcher *self, lc_cluster *cluster, int index, const char *line,
+                  size_t len, lc_stream stream);
+  /** Optional: staging on one host, once per cluster, before the first worker starts there. Adds
+   * steps to task (send files, write files, run commands; see group.h); the cluster runs the
+   * tasks of every host of a start at once, with the group's fan-out. workdir is the cluster's
+   * directory on that host (it exists; a relative remote path is not relative to it). A failed
+   * step fails the start and names the host and the step. */
+  int (*prepare_host)(lc_worker_launcher *self, lc_cluster *cluster, const char *host,
+                      const char *workdir, lc_task *task);
+  /** Optional: staging for one worker, once per worker index, before it starts: steps into task
+   * as prepare_host (w->workdir exists). The tasks of all workers of a start run at once, after
+   * their hosts' prepare_host tasks. */
+  int (*prepare_worker)(lc_worker_launcher *self, lc_cluster *cluster, const lc_worker_info *w,
+                        lc_task *task);
+  /** Optional: the type's own placement. For worker index, returns the position in slots (the
+   * cluster's slots after lc_cluster_options' policy filters: exclude_master_host and
+   * max_workers_per_host) of the one it goes to, or a negative error (the detail says why);
+   * NULL: the cluster's policy (lc_cluster_options.placement). */
+  int (*place)(lc_worker_launcher *self, lc_cluster *cluster, int index, const lc_slot *slots,
+               size_t nslots);
+  /** Optional: after a start of workers first..first+n-1 is ready (and their MASTER_UP /
+   * WORKER_UP events went out): the type's last word (print an address, submit a warm-up job).
+   * An error fails the start, and what it started is stopped again. */
+  int (*after_start)(lc_worker_launcher *self, lc_cluster *cluster, size_t first, size_t n);
 };
 
-/** Output of every process of the cluster: tag is "HOST master" or "HOST worker-N". */
+/** Output of every process of the cluster (options version 1 to 3): tag is "HOST master" or
+ * "HOST worker-N". Kept for those callers; new code uses lc_cluster_output_cb. */
 typedef void (*lc_cluster_line_cb)(const char *tag, const char *line, size_t len, lc_stream stream,
                                    void *payload);
 
-/** Progress of a start, for lc_cluster_options.on_event. */
+/** One line of a process of the cluster: index is the worker's, or -1 for the master; host is
+ * the runtime's name; line has no newline. Engine thread: must not block. */
+typedef void (*lc_cluster_output_cb)(lc_cluster *cluster, int index, const char *host,
+                                     const char *line, size_t len, lc_stream stream, void *payload);
+
+/** What happened to the cluster, for lc_cluster_options.on_event. */
 typedef enum lc_cluster_event {
-  LC_CLUSTER_MASTER_UP = 1, /**< the master is ready and reachable on every host */
-  LC_CLUSTER_WORKER_UP = 2, /**< worker index is ready */
+  LC_CLUSTER_MASTER_UP = 1,   /**< the master is ready and reachable on every host */
+  LC_CLUSTER_WORKER_UP = 2,   /**< worker index is ready */
+  LC_CLUSTER_MASTER_DOWN = 3, /**< the master's process ended on its own (not stopped by us) */
+  LC_CLUSTER_WORKER_DOWN = 4, /**< worker index's process ended on its own */
 } lc_cluster_event;
 
-/** Called on the thread that starts the cluster; index is -1 for the master. Must not call
- * lc_cluster_* of this cluster. */
+/** Called on the thread in a call of this cluster: UP events during the start that made the
+ * process ready, DOWN events during the lc_cluster_wait (or start) that found the end, once per
+ * end. index is -1 for the master. Must not call lc_cluster_* of this cluster except its
+ * read-only accessors. */
 typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event, int index,
                                     void *payload);
 
-#define LC_CLUSTER_OPTIONS_VERSION 3
+#define LC_CLUSTER_OPTIONS_VERSION 4
 
 /** The library's start limits, for a type that states none. */
 #define LC_CLUSTER_MASTER_TIMEOUT_MS 3000
@@ -148,9 +243,21 @@ typedef struct lc_cluster_options {
    * ("lc_cluster_options.master_timeout_ms"). Copied. */
   const char *master_timeout_option;
   const char *worker_timeout_option;
+  /* version 4 */
+  /** Every process's output lines with the worker's index; NULL: none (on_line, if set, still
+   * gets them with a tag). Gets payload. */
+  lc_cluster_output_cb on_output;
+  /** LC_PLACE_SPREAD (0, the default) or LC_PLACE_PACK; a worker launcher's place method
+   * overrides it. */
+  int placement;
+  /** At most this many workers of the cluster on one host; 0: no cap. */
+  int max_workers_per_host;
+  /** Non-zero: no worker goes to the master's host (-ENOSPC when no other host is left). */
+  int exclude_master_host;
 } lc_cluster_options;
 
-#define LC_CLUSTER_OPTIONS_INIT {.version = LC_CLUSTER_OPTIONS_VERSION}
+#define LC_CLUSTER_OPTIONS_INIT                                                                    \
+  { .version = LC_CLUSTER_OPTIONS_VERSION }
 
 /** Initialises opts to the defaults. */
 LC_EXTERN void lc_cluster_options_init(lc_cluster_options *opts);
@@ -187,11 +294,62 @@ LC_EXTERN int lc_cluster_start_master(lc_cluster *c);
 LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
 
 /**
- * Waits up to timeout_ms (negative: forever) for a process of the cluster to end.
- * Returns -ETIMEDOUT while all run, or LC_EREMOTE naming the first that ended ("lab3 worker-2
- * exited with status 1", with its last stderr lines).
+ * Waits up to timeout_ms (negative: forever) for a process of the cluster to end on its own, and
+ * reports each such end once: LC_EREMOTE naming it ("lab3 worker-2 ended: it exited with status
+ * 1", with its last stderr lines), after its MASTER_DOWN / WORKER_DOWN event. A process stopped
+ * by lc_cluster_worker_stop is not reported. Returns -ETIMEDOUT while the rest run, -EINVAL when
+ * nothing runs any more.
  */
 LC_EXTERN int lc_cluster_wait(lc_cluster *c, int timeout_ms);
+
+/* ---- one worker ----------------------------------------------------------------------------- */
+
+/**
+ * Stops worker i (its process group ends; waits for that) and keeps its place: host, GPU, port,
+ * working directory and tunnels stay the cluster's, for lc_cluster_worker_restart. No DOWN event
+ * and no lc_cluster_wait report for it. Returns 0, -ENOENT (no worker i), -EINVAL (not
+ * running: already stopped or ended).
+ */
+LC_EXTERN int lc_cluster_worker_stop(lc_cluster *c, size_t i);
+
+/**
+ * Starts worker i again on its place (stopping it first if it runs) and waits until it is ready
+ * (the worker launcher's wait_ready with every running worker, else its port). Returns 0,
+ * -ENOENT, LC_EREMOTE (it died: exit status and last stderr lines), -ETIMEDOUT.
+ */
+LC_EXTERN int lc_cluster_worker_restart(lc_cluster *c, size_t i);
+
+/** Worker i's process while it runs or until it is reported ended, else NULL. Borrowed (see
+ * the top of this header). */
+LC_EXTERN lc_process *lc_cluster_worker_process(const lc_cluster *c, size_t i);
+
+/** The runtime worker i runs on, or NULL. Borrowed. */
+LC_EXTERN lc_runtime *lc_cluster_worker_runtime(const lc_cluster *c, size_t i);
+
+/** The master's process, or NULL before it started. Borrowed. */
+LC_EXTERN lc_process *lc_cluster_master_process(const lc_cluster *c);
+
+/** The runtime the master runs on, or NULL before it started. Borrowed. */
+LC_EXTERN lc_runtime *lc_cluster_master_runtime(const lc_cluster *c);
+
+/** The start limits in force, in ms: the options', else the type's, else the library's. */
+LC_EXTERN int lc_cluster_master_timeout_ms(const lc_cluster *c);
+LC_EXTERN int lc_cluster_worker_timeout_ms(const lc_cluster *c);
+
+/* ---- for types: a counter moved by line hooks ----------------------------------------------- */
+
+/**
+ * Adds delta to the cluster's counter and returns the new value. Any thread, also the engine's
+ * (a line hook). The counter is 0 when the master starts.
+ */
+LC_EXTERN long lc_cluster_counter_add(lc_cluster *c, long delta);
+
+/**
+ * Waits until the counter is at least n: 0; LC_EREMOTE as soon as a process of the cluster ends
+ * (the detail names it); -ETIMEDOUT (the detail gives the count). *changes (may be NULL): the
+ * number of lc_cluster_counter_add calls since the master started (0: no counted line came).
+ */
+LC_EXTERN int lc_cluster_counter_wait(lc_cluster *c, long n, int timeout_ms, long *changes);
 
 /** The master's port, or 0 before it started. */
 LC_EXTERN int lc_cluster_master_port(const lc_cluster *c);
@@ -229,11 +387,14 @@ typedef struct lc_cluster_type {
   unsigned int version;
   const char *name;
   /** Makes the launchers; args are the type's options ("KEY=VALUE", NULL-terminated). */
-  int (*make)(lc_master_launcher **master, lc_worker_launcher **worker,
-              const char *const *args);
+  int (*make)(lc_master_launcher **master, lc_worker_launcher **worker, const char *const *args);
   /** Frees what make made. */
   void (*release)(lc_master_launcher *master, lc_worker_launcher *worker);
 } lc_cluster_type;
+
+/** For a type's make: the VALUE of the first "KEY=VALUE" among args (NULL-terminated; NULL is
+ * fine), or NULL when key is not there. Borrowed from args. */
+LC_EXTERN const char *lc_cluster_type_arg(const char *const *args, const char *key);
 
 /** The built-in type of that name ("command", "dask"), or NULL. Static storage. */
 LC_EXTERN const lc_cluster_type *lc_cluster_type_find(const char *name);

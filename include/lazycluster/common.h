@@ -63,8 +63,31 @@ LC_EXTERN const char *lc_err_name(int err);
  */
 LC_EXTERN const char *lc_error_last(void);
 
+/**
+ * For launchers and plug-ins: sets this thread's error detail (what lc_error_last returns) from
+ * fmt as printf does, and returns code, so a method can `return lc_error_set(-EINVAL, "mytype:
+ * nthreads=%s: want a number", v);`. fmt NULL: the code's lc_strerror text.
+ */
+LC_EXTERN int lc_error_set(int code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /** Frees memory the library allocated and handed to the caller (strings, arrays). NULL is fine. */
 LC_EXTERN void lc_free(void *ptr);
+
+/** A copy of s from the library's allocator (what a launcher returns as its command is freed
+ * with lc_free), or NULL when s is NULL or memory ran out. */
+LC_EXTERN char *lc_strdup(const char *s);
+
+/** printf into a new string from the library's allocator (free with lc_free), or NULL when memory
+ * ran out or the format failed. */
+LC_EXTERN char *lc_asprintf(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /**
  * Receives a warning: something the library went on without, which the user should know about

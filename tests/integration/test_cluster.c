@@ -405,7 +405,7 @@ static void test_timeout_sources(void) {
   char flag[32];
   int r;
   LC_REQUIRE_OK(make_type(&m, &w, "exec sleep 61", worker_tmpl));
-  LC_CHECK(m->version == 2 && w->version == 3);
+  LC_CHECK(m->version == LC_MASTER_LAUNCHER_VERSION && w->version == LC_WORKER_LAUNCHER_VERSION);
   LC_CHECK_STR(m->type_name, "command");
   LC_CHECK(m->timeout_ms == 0 && w->timeout_ms == 0); /* command: the library's limits */
   o.master_port = 61800;

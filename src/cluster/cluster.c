@@ -1,0 +1,306 @@
+/*
+ * cluster.c - a master and workers over a group: the cluster's life (new, start, wait, free) and
+ * what it lends. The launchers say what to run; the files beside this one do what every cluster
+ * type needs: ports.c, placement.c, context.c (each worker's context), master.c, workers.c,
+ * readiness.c, output.c. cluster_internal.h is what they share.
+ */
+#include "cluster_internal.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void lc_cluster_options_init(lc_cluster_options *opts) {
+  lc_cluster_options init = LC_CLUSTER_OPTIONS_INIT;
+  *opts = init;
+}
+
+int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master,
+                   lc_worker_launcher *worker, const lc_cluster_options *opts) {
+  lc_cluster *c = NULL;
+  int r = 0;
+
+  *out = NULL;
+  if (group == NULL || master == NULL || worker == NULL || master->command == NULL ||
+      worker->command == NULL)
+    return lc__error_set(-EINVAL, "cluster: a group and two launchers with a command are needed");
+  if (master->version < 1 || worker->version < 1)
+    return lc__error_set(-EINVAL, "cluster: launcher version %u/%u is unknown (want >= 1)",
+                         master->version, worker->version);
+  if ((c = lc__calloc(1, sizeof(*c))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  pthread_mutex_init(&c->mu, NULL);
+  pthread_cond_init(&c->cv, NULL);
+  c->group = group;
+  c->m = master;
+  c->w = worker;
+  if (opts != NULL && opts->version >= 3)
+    c->opts = *opts;
+  else if (opts != NULL && opts->version == 2) /* version 2 ends with on_event */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, master_timeout_option));
+  else if (opts != NULL) /* version 1 ends with env */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_event));
+  if (c->opts.master_port <= 0)
+    c->opts.master_port = 60000;
+  /* the start limits: the options', else the type's, else the library's */
+  c->master_timeout_src = LC__LIMIT_ASKED;
+  if (c->opts.master_timeout_ms <= 0) {
+    int type_ms = master->version >= 2 ? master->timeout_ms : 0;
+    c->master_timeout_src = type_ms > 0 ? LC__LIMIT_TYPE : LC__LIMIT_LIBRARY;
+    c->opts.master_timeout_ms = type_ms > 0 ? type_ms : LC_CLUSTER_MASTER_TIMEOUT_MS;
+  }
+  c->worker_timeout_src = LC__LIMIT_ASKED;
+  if (c->opts.worker_timeout_ms <= 0) {
+    int type_ms = worker->version >= 3 ? worker->timeout_ms : 0;
+    c->worker_timeout_src = type_ms > 0 ? LC__LIMIT_TYPE : LC__LIMIT_LIBRARY;
+    c->opts.worker_timeout_ms = type_ms > 0 ? type_ms : LC_CLUSTER_WORKER_TIMEOUT_MS;
+  }
+  c->master_timeout_opt =
+      lc__strdup(c->opts.master_timeout_option ? c->opts.master_timeout_option
+                                               : "lc_cluster_options.master_timeout_ms");
+  c->worker_timeout_opt =
+      lc__strdup(c->opts.worker_timeout_option ? c->opts.worker_timeout_option
+                                               : "lc_cluster_options.worker_timeout_ms");
+  c->opts.master_timeout_option = NULL;
+  c->opts.worker_timeout_option = NULL;
+  if (c->master_timeout_opt == NULL || c->worker_timeout_opt == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  if (c->opts.master_port > 65535) {
+    r = lc__error_set(-EINVAL, "cluster: master port %d is out of range", c->opts.master_port);
+    goto out;
+  }
+  if ((r = lc_ports_parse(&c->worker_ports,
+                          c->opts.worker_ports ? c->opts.worker_ports : "60001-60199")) < 0)
+    goto out;
+  c->opts.worker_ports = NULL;
+  if (c->opts.master_host != NULL && (c->master_host_opt = lc__strdup(c->opts.master_host)) == NULL)
+    r = lc__error_set(-ENOMEM, "out of memory");
+  c->opts.master_host = c->master_host_opt;
+  for (const char *const *e = c->opts.env; r == 0 && e != NULL && *e != NULL; e++) {
+    char **v = lc__realloc(c->env, (c->nenv + 2) * sizeof(*v));
+    if (v == NULL || (v[c->nenv] = lc__strdup(*e)) == NULL) {
+      if (v != NULL)
+        c->env = v;
+      r = lc__error_set(-ENOMEM, "out of memory");
+      break;
+    }
+    c->env = v;
+    c->env[++c->nenv] = NULL;
+  }
+  c->opts.env = NULL;
+out:
+  if (r < 0) {
+    lc_cluster_free(c);
+    return r;
+  }
+  *out = c;
+  return 0;
+}
+
+void lc_cluster_free(lc_cluster *c) {
+  if (c == NULL)
+    return;
+  for (size_t i = 0; i < c->nworkers; i++)
+    lc__worker_clear(&c->workers[i]);
+  lc_process_free(c->master_proc);
+  lc__output_free(c->master_out);
+  lc__fwdlist_free(&c->fwds);
+  lc__cluster_release_ports(c, 0);
+  lc_runtime_free(c->local);
+  lc_ports_free(c->worker_ports);
+  for (size_t i = 0; i < c->nenv; i++)
+    free(c->env[i]);
+  free(c->env);
+  free(c->workers);
+  free(c->ports);
+  free(c->master_host_opt);
+  free(c->master_timeout_opt);
+  free(c->worker_timeout_opt);
+  lc__buf_free(&c->log);
+  pthread_mutex_destroy(&c->mu);
+  pthread_cond_destroy(&c->cv);
+  free(c);
+}
+
+int lc_cluster_master_port(const lc_cluster *c) { return c->master_port; }
+const char *lc_cluster_master_host(const lc_cluster *c) {
+  return c->master_rt ? lc_runtime_name(c->master_rt) : NULL;
+}
+lc_group *lc_cluster_group(const lc_cluster *c) { return c->group; }
+lc_runtime *lc__cluster_master_runtime(const lc_cluster *c) { return c->master_rt; }
+int lc__cluster_master_timeout_ms(const lc_cluster *c) { return c->opts.master_timeout_ms; }
+size_t lc_cluster_worker_count(const lc_cluster *c) { return c->nworkers; }
+const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i) {
+  return i < c->nworkers ? &c->workers[i].info : NULL;
+}
+const char *lc_cluster_log(const lc_cluster *c) { return c->log.data ? c->log.data : ""; }
+
+/* Where the master's (master != 0) or the workers' start limit came from and what changes it,
+ * for a timeout's message: "(the dask type's default master timeout; --master-timeout S changes
+ * it)". */
+void lc__cluster_limit_why(const lc_cluster *c, int master, char *out, size_t size) {
+  lc__limit_source src = master ? c->master_timeout_src : c->worker_timeout_src;
+  const char *what = master ? "master timeout" : "worker timeout";
+  const char *type = c->m->version >= 2 ? c->m->type_name : NULL;
+  const char *opt = master ? c->master_timeout_opt : c->worker_timeout_opt;
+  if (src == LC__LIMIT_ASKED)
+    snprintf(out, size, "(the %s given; %s changes it)", what, opt);
+  else if (src == LC__LIMIT_TYPE)
+    snprintf(out, size, "(the %s type's default %s; %s changes it)", type ? type : "cluster", what,
+             opt);
+  else
+    snprintf(out, size, "(the default %s; %s changes it)", what, opt);
+}
+
+/* "30 s (the dask type's default master timeout; --master-timeout S changes it)". */
+void lc__cluster_limit_text(const lc_cluster *c, int master, char *out, size_t size) {
+  char why[512];
+  lc__cluster_limit_why(c, master, why, sizeof(why));
+  snprintf(out, size, "%g s %s",
+           (master ? c->opts.master_timeout_ms : c->opts.worker_timeout_ms) / 1000.0, why);
+}
+
+/*
+ * The master and n workers, overlapped: the master is spawned first; while it starts, the
+ * workers are placed and get their ports and directories; an `early` launcher's workers are
+ * spawned before the master is ready. A master that must move to another port takes its early
+ * workers down and has them started again.
+ */
+int lc_cluster_start(lc_cluster *c, int n) {
+  size_t mark = c->nports, fwd_mark = c->fwds.n;
+  lc__wstart st = {0};
+  lc__hostscan sc = {0};
+  int port = 0, r, retry = 0, spawned = 0;
+  int early = c->w->version >= 2 && c->w->early;
+
+  if (c->master_proc != NULL)
+    return n > 0 ? lc_cluster_start_workers(c, n) : 0;
+  if (n < 1)
+    return n == 0 ? lc_cluster_start_master(c)
+                  : lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
+  if ((r = lc__master_runtime(c)) < 0)
+    return r;
+  lc__cluster_workdirs_begin(c);
+  /* one listing of every host picks the master's port and the workers' */
+  if ((r = lc__cluster_scan(c, &sc)) < 0 || (r = lc__master_attempt(c, 0, &sc, &port)) < 0 ||
+      (r = lc__workers_prepare(c, n, &sc, &st)) < 0)
+    goto out;
+  if (early && (r = lc__workers_spawn(c, &st)) < 0)
+    goto out;
+  spawned = early;
+  if ((r = lc__master_await(c, port, &retry)) == 0)
+    r = lc__master_finish(c, fwd_mark, &retry);
+  for (int attempt = 1; r < 0 && retry && attempt < 5; attempt++) {
+    if (spawned)
+      lc__workers_unspawn(c, &st);
+    spawned = 0;
+    if ((r = lc__master_attempt(c, attempt, NULL, &port)) == 0 &&
+        (r = lc__master_await(c, port, &retry)) == 0)
+      r = lc__master_finish(c, fwd_mark, &retry);
+  }
+  if (r < 0)
+    goto out;
+  if (!spawned && (r = lc__workers_spawn(c, &st)) < 0)
+    goto out;
+  r = lc__workers_finish(c, &st);
+out:
+  free(sc.per);
+  if (r < 0) {
+    char saved[LC_ERRMSG_MAX];
+    snprintf(saved, sizeof(saved), "%s", lc_error_last());
+    lc__workers_undo(c, &st);
+    lc__master_drop(c);
+    lc__cluster_drop_forwards(c, fwd_mark);
+    lc__cluster_release_ports(c, mark);
+    return lc__error_set(r, "%s", saved);
+  }
+  return 0;
+}
+
+/*
+ * For launchers: from now on, count the master's output lines that contain up (+1) or down (-1,
+ * may be NULL); lc__cluster_wait_count waits on the count. Set before the master is spawned.
+ */
+void lc__cluster_count_master_lines(lc_cluster *c, const char *up, const char *down) {
+  pthread_mutex_lock(&c->mu);
+  c->count_up = up;
+  c->count_down = down;
+  pthread_mutex_unlock(&c->mu);
+}
+
+/* LC_EREMOTE, naming the first process of the cluster that ended and how (describe), or 0. */
+int lc__cluster_check_ended(lc_cluster *c) {
+  char msg[4096];
+  if (c->master_proc != NULL && lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
+    lc__cluster_how_ended(c, c->master_out, c->master_proc, msg, sizeof(msg));
+    return lc__error_set(LC_EREMOTE, "%s ended: %s", c->master_out->tag, msg);
+  }
+  for (size_t i = 0; i < c->nworkers; i++) {
+    lc__worker *w = &c->workers[i];
+    if (w->proc != NULL && lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+      lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
+      return lc__error_set(LC_EREMOTE, "%s ended: %s", w->out->tag, msg);
+    }
+  }
+  return 0;
+}
+
+/*
+ * Waits until the master's count reaches n: 0; LC_EREMOTE as soon as the master or a worker ended
+ * (the caller names it); -ETIMEDOUT. *seen says whether any counted line came.
+ */
+int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
+  uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  int r;
+  *seen = 0;
+  for (;;) {
+    struct timespec ts;
+    long count;
+    pthread_mutex_lock(&c->mu);
+    count = c->count;
+    pthread_mutex_unlock(&c->mu);
+    *seen = *seen || count != 0;
+    if (count >= n)
+      return 0;
+    if (c->master_proc == NULL)
+      return lc__error_set(LC_EREMOTE, "the master does not run");
+    if ((r = lc__cluster_check_ended(c)) < 0)
+      return r;
+    if (lc__now_ms() >= deadline)
+      return lc__error_set(-ETIMEDOUT, "the master counted %ld of %ld within %.1f s", count, n,
+                           timeout_ms / 1000.0);
+    /* the pause is a wait on the count: each counted line ends it at once */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += LC__POLL_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->count == count)
+      pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    pthread_mutex_unlock(&c->mu);
+  }
+}
+
+int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
+  uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  int r;
+  for (;;) {
+    lc_process *some = c->master_proc;
+    if ((r = lc__cluster_check_ended(c)) < 0)
+      return r;
+    for (size_t i = 0; i < c->nworkers && some == NULL; i++)
+      some = c->workers[i].proc;
+    if (some == NULL)
+      return lc__error_set(-EINVAL, "cluster: nothing runs");
+    if (timeout_ms >= 0 && lc__now_ms() >= deadline)
+      return -ETIMEDOUT;
+    lc_process_wait(NULL, some, LC__POLL_MS * 4);
+  }
+}

@@ -1,0 +1,155 @@
+/*
+ * cluster_internal.h - what the files of the cluster layer (src/cluster/) share: the cluster
+ * object, its record of each worker, and the steps of a start. Nothing below the cluster layer
+ * includes it.
+ */
+#ifndef LC_CLUSTER_INTERNAL_H
+#define LC_CLUSTER_INTERNAL_H
+
+#include "../../launchers/launchers.h"
+#include "../ports_internal.h"
+#include "../runtime_internal.h"
+
+#include <pthread.h>
+
+#define LC__POLL_MS 50
+#define LC__LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
+#define LC__TAIL_LINES 8
+
+/* Where a start limit came from, for its error message. */
+typedef enum lc__limit_source {
+  LC__LIMIT_LIBRARY, /* the library's default */
+  LC__LIMIT_TYPE,    /* the launcher's timeout_ms */
+  LC__LIMIT_ASKED,   /* lc_cluster_options */
+} lc__limit_source;
+
+/* One process's output as the cluster keeps it: its tag ("lab1 worker-3") and its last stderr
+ * lines, for error messages. err is written on the engine thread under the cluster's mu. */
+typedef struct lc__output {
+  lc_cluster *c;
+  char tag[160];
+  int index; /* the worker's, or -1 for the master */
+  char *err_line[LC__TAIL_LINES];
+  size_t err_next;
+} lc__output;
+
+/* The cluster's record of one worker. Caller's thread only (the thread in a call of the
+ * cluster), except out, which the engine thread reads. */
+typedef struct lc__worker {
+  lc_worker_info info; /* what its launcher sees; host and workdir point into the fields below */
+  char *host;
+  char *workdir;
+  lc_runtime *rt;
+  lc_process *proc;
+  lc__output *out;
+  int ready;
+} lc__worker;
+
+/* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),
+ * except those marked "mu": the engine thread's line callbacks write them under mu. */
+struct lc_cluster {
+  lc_group *group;         /* borrowed */
+  lc_master_launcher *m;   /* borrowed */
+  lc_worker_launcher *w;   /* borrowed */
+  lc_cluster_options opts; /* a copy; its strings are the copies below, or NULL */
+  char *master_host_opt;
+  lc__limit_source master_timeout_src, worker_timeout_src;
+  char *master_timeout_opt, *worker_timeout_opt; /* how messages name what changes them */
+  char **env;                                    /* opts.env, copied; NULL-terminated */
+  size_t nenv;
+  lc_ports *worker_ports;
+  lc_runtime *local; /* our own local runtime for a master on this machine */
+  lc_runtime *master_rt;
+  lc_process *master_proc;
+  lc__output *master_out;
+  int master_port;
+  lc__fwdlist fwds; /* every tunnel of the cluster */
+  lc__worker *workers;
+  size_t nworkers, capworkers;
+  int *ports; /* reserved by this cluster */
+  size_t nports, capports;
+  lc__buf log;
+  pthread_mutex_t mu;                /* the outputs' stderr tails and the counter */
+  pthread_cond_t cv;                 /* the counter changed */
+  const char *count_up, *count_down; /* mu: lc__cluster_count_master_lines */
+  long count;                        /* mu */
+};
+
+/* Every group runtime's listening ports, one listing each and all at once. */
+typedef struct lc__hostscan {
+  lc__portscan *per; /* one per group runtime, in group order */
+} lc__hostscan;
+
+/* One place for a worker. */
+typedef struct lc__slot {
+  lc_runtime *rt;
+  int gpu;
+} lc__slot;
+
+/* One start of workers: what undoing it needs. */
+typedef struct lc__wstart {
+  size_t first, mark, fwd_mark;
+  int n;
+  int prepared;
+} lc__wstart;
+
+/* ---- output.c ---- */
+void lc__cluster_note(lc_cluster *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *payload);
+/* "it exited with status 1; its last stderr lines: ..." for a message. */
+void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *out, size_t size);
+lc__output *lc__output_new(lc_cluster *c, int index, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void lc__output_free(lc__output *t);
+void lc__cluster_emit(lc_cluster *c, lc_cluster_event ev, int index);
+
+/* ---- cluster.c ---- */
+/* "(the dask type's default master timeout; --master-timeout S changes it)", and the same after
+ * the limit in seconds. */
+void lc__cluster_limit_why(const lc_cluster *c, int master, char *out, size_t size);
+void lc__cluster_limit_text(const lc_cluster *c, int master, char *out, size_t size);
+/* LC_EREMOTE naming the first process of the cluster that ended, or 0. */
+int lc__cluster_check_ended(lc_cluster *c);
+
+/* ---- ports.c ---- */
+void lc__cluster_release_ports(lc_cluster *c, size_t from);
+void lc__cluster_drop_forwards(lc_cluster *c, size_t from);
+size_t lc__cluster_runtimes(lc_cluster *c, lc_runtime **v, size_t max);
+const char *lc__cluster_port_taken_where(lc_cluster *c, int port);
+int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges);
+int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc);
+int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port);
+size_t lc__cluster_host_index(lc_cluster *c, lc_runtime *rt);
+int lc__cluster_pick_from_scan(lc_cluster *c, const lc__hostscan *sc, const lc_ports *ranges,
+                               int *out, size_t n);
+int lc__cluster_pick_ports(lc_cluster *c, const lc__hostscan *given, int *out, size_t n);
+
+/* ---- placement.c ---- */
+/* One slot per GPU on hosts with GPUs, else the declared slots, else one per host. */
+lc__slot *lc__cluster_slots(lc_cluster *c, size_t *count);
+
+/* ---- context.c ---- */
+char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
+int lc__worker_spawn(lc_cluster *c, lc__worker *w);
+
+/* ---- master.c ---- */
+void lc__cluster_workdirs_begin(lc_cluster *c);
+int lc__master_runtime(lc_cluster *c);
+void lc__master_drop(lc_cluster *c);
+int lc__master_attempt(lc_cluster *c, int attempt, const lc__hostscan *sc, int *port);
+int lc__master_await(lc_cluster *c, int port, int *retry);
+int lc__master_finish(lc_cluster *c, size_t fwd_mark, int *retry);
+
+/* ---- workers.c ---- */
+void lc__worker_clear(lc__worker *w);
+int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart *st);
+int lc__workers_spawn(lc_cluster *c, const lc__wstart *st);
+void lc__workers_unspawn(lc_cluster *c, const lc__wstart *st);
+void lc__workers_undo(lc_cluster *c, lc__wstart *st);
+int lc__workers_finish(lc_cluster *c, const lc__wstart *st);
+
+/* ---- readiness.c ---- */
+int lc__wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms);
+int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);
+
+#endif /* LC_CLUSTER_INTERNAL_H */

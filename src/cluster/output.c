@@ -1,0 +1,93 @@
+/*
+ * output.c - what a cluster keeps of its processes' output: each process's tag and last stderr
+ * lines (for error messages), the line routing to the launchers' hooks and the caller's
+ * callbacks, the cluster's log of what it did, and its events.
+ */
+#include "cluster_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void lc__cluster_note(lc_cluster *c, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  lc__buf_puts(&c->log, line);
+  lc__buf_puts(&c->log, "\n");
+}
+
+void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  lc__output *t = payload;
+  lc_cluster *c = t->c;
+  if (stream == LC_STDERR) {
+    pthread_mutex_lock(&c->mu);
+    free(t->err_line[t->err_next % LC__TAIL_LINES]);
+    t->err_line[t->err_next % LC__TAIL_LINES] = lc__strndup(line, len < 400 ? len : 400);
+    t->err_next++;
+    pthread_mutex_unlock(&c->mu);
+  }
+  if (t->index < 0 && c->count_up != NULL) {
+    int up = strstr(line, c->count_up) != NULL;
+    int down = c->count_down != NULL && strstr(line, c->count_down) != NULL;
+    if (up || down) {
+      pthread_mutex_lock(&c->mu);
+      c->count += up ? 1 : -1;
+      pthread_cond_broadcast(&c->cv);
+      pthread_mutex_unlock(&c->mu);
+    }
+  }
+  if (c->opts.on_line != NULL)
+    c->opts.on_line(t->tag, line, len, stream, c->opts.payload);
+}
+
+/* "exit status 1; last stderr: ... | ..." for a message. */
+void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *out, size_t size) {
+  lc_exec_result res = {.exit_status = -1};
+  size_t used = 0;
+  int finished = lc_process_wait(&res, p, 0) == 0;
+  if (finished && res.signal)
+    used = (size_t)snprintf(out, size, "it was ended by signal %d", res.signal);
+  else if (finished)
+    used = (size_t)snprintf(out, size, "it exited with status %d", res.exit_status);
+  else
+    used = (size_t)snprintf(out, size, "it still runs");
+  pthread_mutex_lock(&c->mu);
+  if (t->err_next > 0 && used < size)
+    used += (size_t)snprintf(out + used, size - used, "; its last stderr lines:");
+  for (size_t i = t->err_next > LC__TAIL_LINES ? t->err_next - LC__TAIL_LINES : 0; i < t->err_next;
+       i++)
+    if (used < size)
+      used +=
+          (size_t)snprintf(out + used, size - used, "\n    %s", t->err_line[i % LC__TAIL_LINES]);
+  pthread_mutex_unlock(&c->mu);
+}
+
+lc__output *lc__output_new(lc_cluster *c, int index, const char *fmt, ...) {
+  lc__output *t = lc__calloc(1, sizeof(*t));
+  va_list ap;
+  if (t == NULL)
+    return NULL;
+  t->c = c;
+  t->index = index;
+  va_start(ap, fmt);
+  vsnprintf(t->tag, sizeof(t->tag), fmt, ap);
+  va_end(ap);
+  return t;
+}
+
+void lc__output_free(lc__output *t) {
+  if (t == NULL)
+    return;
+  for (size_t i = 0; i < LC__TAIL_LINES; i++)
+    free(t->err_line[i]);
+  free(t);
+}
+
+void lc__cluster_emit(lc_cluster *c, lc_cluster_event ev, int index) {
+  if (c->opts.on_event != NULL)
+    c->opts.on_event(c, ev, index, c->opts.payload);
+}

@@ -1,0 +1,139 @@
+/*
+ * ports.c - the cluster's ports: picked from the ranges so that they are free on every host (one
+ * listing of each, all at once) and here, reserved in this process, released when the cluster
+ * lets them go; and its tunnels' list.
+ */
+#include "cluster_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+void lc__cluster_release_ports(lc_cluster *c, size_t from) {
+  for (size_t i = from; i < c->nports; i++)
+    lc_port_release(c->ports[i]);
+  c->nports = from;
+}
+
+static int keep_port(lc_cluster *c, int port) {
+  if (c->nports == c->capports) {
+    size_t cap = c->capports ? c->capports * 2 : 64;
+    int *v = lc__realloc(c->ports, cap * sizeof(*v));
+    if (v == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    c->ports = v;
+    c->capports = cap;
+  }
+  c->ports[c->nports++] = port;
+  return 0;
+}
+
+void lc__cluster_drop_forwards(lc_cluster *c, size_t from) {
+  for (size_t i = from; i < c->fwds.n; i++)
+    lc_forward_free(c->fwds.v[i]);
+  c->fwds.n = from;
+}
+
+/* Every runtime the cluster uses: the group's, and our own local one. */
+size_t lc__cluster_runtimes(lc_cluster *c, lc_runtime **v, size_t max) {
+  size_t n = 0;
+  for (size_t i = 0; i < lc_group_count(c->group) && n < max; i++)
+    v[n++] = lc_group_at(c->group, i);
+  if (c->local != NULL && n < max)
+    v[n++] = c->local;
+  return n;
+}
+
+/* Where port is taken: "this machine" or a host's name; NULL when nowhere. */
+const char *lc__cluster_port_taken_where(lc_cluster *c, int port) {
+  lc_runtime *rts[1024];
+  size_t n = lc__cluster_runtimes(c, rts, 1024);
+  if (lc_port_is_free_local(port) == 0 || lc_port_is_reserved(port))
+    return "this machine";
+  for (size_t i = 0; i < n; i++) {
+    lc_ports *l = NULL;
+    int taken = lc_ports_listening(&l, rts[i], 10000) == 0 && lc_ports_contains(l, port);
+    lc_ports_free(l);
+    if (taken)
+      return lc_runtime_name(rts[i]);
+  }
+  return NULL;
+}
+
+/* A port free on every host and here, from ranges; reserved for the cluster. */
+int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges) {
+  lc_runtime *rts[1024];
+  size_t n = lc__cluster_runtimes(c, rts, 1024);
+  int r;
+  if ((r = lc_ports_common_free(out, rts, n, ranges)) < 0)
+    return r;
+  if ((r = keep_port(c, *out)) < 0)
+    lc_port_release(*out);
+  return r;
+}
+
+int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc) {
+  size_t n = lc_group_count(c->group);
+  lc_runtime **rts = lc__calloc(n + 1, sizeof(*rts));
+  int r;
+  if (rts == NULL || (sc->per = lc__calloc(n + 1, sizeof(*sc->per))) == NULL) {
+    free(rts);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < n; i++)
+    rts[i] = lc_group_at(c->group, i);
+  r = lc__ports_scan(sc->per, rts, n, 10000);
+  free(rts);
+  return r;
+}
+
+int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port) {
+  return (sc->per[i].listening[port / 8] >> (port % 8)) & 1;
+}
+
+size_t lc__cluster_host_index(lc_cluster *c, lc_runtime *rt) {
+  for (size_t i = 0; i < lc_group_count(c->group); i++)
+    if (lc_group_at(c->group, i) == rt)
+      return i;
+  return (size_t)-1;
+}
+
+/* n ports from ranges, free on every host (as sc saw them) and here, reserved. */
+int lc__cluster_pick_from_scan(lc_cluster *c, const lc__hostscan *sc, const lc_ports *ranges,
+                               int *out, size_t n) {
+  size_t got = 0;
+  int r = 0;
+  for (size_t k = 0; k < lc_ports_count(ranges) && got < n; k++) {
+    int port = lc_ports_at(ranges, k), taken = 0;
+    for (size_t i = 0; i < lc_group_count(c->group) && !taken; i++)
+      taken = lc__hostscan_has(sc, i, port);
+    if (taken || lc_port_reserve(port) < 0)
+      continue;
+    if (lc_port_is_free_local(port) != 1 || keep_port(c, port) < 0) {
+      lc_port_release(port);
+      continue;
+    }
+    out[got++] = port;
+  }
+  if (got < n) {
+    char *text = NULL;
+    lc_ports_format(&text, ranges);
+    r = lc__error_set(LC_ENOPORTS,
+                      "no free port left in %s: %zu needed, %zu free on all %zu "
+                      "hosts and this machine",
+                      text ? text : "the worker ranges", n, got, lc_group_count(c->group));
+    lc_free(text);
+  }
+  return r;
+}
+
+/* n ports from the worker ranges, free on every host (sc, else one scan now) and here. */
+int lc__cluster_pick_ports(lc_cluster *c, const lc__hostscan *given, int *out, size_t n) {
+  lc__hostscan sc = {0};
+  int r;
+  if (given != NULL)
+    return lc__cluster_pick_from_scan(c, given, c->worker_ports, out, n);
+  if ((r = lc__cluster_scan(c, &sc)) == 0)
+    r = lc__cluster_pick_from_scan(c, &sc, c->worker_ports, out, n);
+  free(sc.per);
+  return r;
+}

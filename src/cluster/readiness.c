@@ -1,0 +1,142 @@
+/*
+ * readiness.c - whether a process's port listens: polled by waiting on the process with a short
+ * limit, then reading the host's listening ports (never a fixed sleep); many hosts' listings
+ * overlapped, a slow host holding up no other.
+ */
+#include "cluster_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Waits for port to listen on rt while p lives; -ETIMEDOUT or LC_EREMOTE (p ended). */
+int lc__wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms) {
+  uint64_t deadline = lc__now_ms() + (uint64_t)timeout_ms;
+  int pause = LC__POLL_MS / 5; /* most masters listen within a few ms: look again soon, then less */
+  for (;;) {
+    lc_ports *l = NULL;
+    int up;
+    if (lc_process_wait(NULL, p, 0) != -ETIMEDOUT)
+      return LC_EREMOTE;
+    up = lc_ports_listening(&l, rt, 10000) == 0 && lc_ports_contains(l, port);
+    lc_ports_free(l);
+    /* listening, and still alive: a process that died of "address in use" is not ready */
+    if (up && lc_process_wait(NULL, p, 0) == -ETIMEDOUT)
+      return 0;
+    if (up)
+      return LC_EREMOTE;
+    if (lc__now_ms() >= deadline)
+      return -ETIMEDOUT;
+    /* the poll interval is a wait on the process: an exit ends it at once */
+    if (lc_process_wait(NULL, p, pause) != -ETIMEDOUT)
+      return LC_EREMOTE;
+    pause = pause * 2 < LC__POLL_MS ? pause * 2 : LC__POLL_MS;
+  }
+}
+
+/*
+ * Readiness of workers first..: each host with workers not yet listening has its own listing
+ * going, one after the other (10 ms apart for the first half second, then 10 ms more each time
+ * up to LC__LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no
+ * other and a host whose workers are all up is left alone. Ends at the first worker that died.
+ */
+int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
+  uint64_t t0 = lc__now_ms();
+  size_t nh = lc_group_count(c->group);
+  lc__listing **ls = lc__calloc(nh + 1, sizeof(*ls));
+  uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
+  unsigned *gap = lc__calloc(nh + 1, sizeof(*gap));
+  char *needed = lc__calloc(nh + 1, 1);
+  char msg[4096];
+  int r = 0;
+
+  if (ls == NULL || next == NULL || gap == NULL || needed == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  for (;;) {
+    size_t pending = 0;
+    lc__listing *busy = NULL;
+    lc_process *some = NULL;
+    uint64_t now = lc__now_ms();
+    /* listings that ended: the workers of their host that listen are ready */
+    for (size_t h = 0; h < nh; h++) {
+      const lc__portscan *ps = NULL;
+      if (ls[h] == NULL || !lc__listing_wait(ls[h], 0))
+        continue;
+      if ((r = lc__listing_finish(ls[h], &ps)) < 0)
+        goto out;
+      for (size_t i = first; i < c->nworkers; i++) {
+        lc__worker *w = &c->workers[i];
+        if (w->ready || lc__cluster_host_index(c, w->rt) != h ||
+            !((ps->listening[w->info.port / 8] >> (w->info.port % 8)) & 1))
+          continue;
+        w->ready = 1;
+        lc__cluster_note(c, "%s ready on port %d", w->out->tag, w->info.port);
+        lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
+      }
+      lc__listing_free(ls[h]);
+      ls[h] = NULL;
+      /* 10 ms apart for the first half second (most services listen by then), then slower */
+      gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
+      if (gap[h] > LC__LISTING_GAP_MAX_MS)
+        gap[h] = LC__LISTING_GAP_MAX_MS;
+      next[h] = now + gap[h];
+    }
+    memset(needed, 0, nh);
+    for (size_t i = first; i < c->nworkers; i++) {
+      lc__worker *w = &c->workers[i];
+      size_t h = lc__cluster_host_index(c, w->rt);
+      if (w->ready)
+        continue;
+      if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+        lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
+        r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->out->tag, msg);
+        goto out;
+      }
+      if (c->w->portless || h == (size_t)-1) {
+        w->ready = 1;
+        lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
+        continue;
+      }
+      needed[h] = 1;
+      pending++;
+      some = w->proc;
+    }
+    if (pending == 0)
+      goto out;
+    if (now >= deadline) {
+      for (size_t i = first; i < c->nworkers; i++) {
+        lc__worker *w = &c->workers[i];
+        if (w->ready)
+          continue;
+        char limit[640];
+        lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
+        lc__cluster_limit_text(c, 0, limit, sizeof(limit));
+        r = lc__error_set(-ETIMEDOUT, "%s did not listen on port %d within %s: %s", w->out->tag,
+                          w->info.port, limit, msg);
+        goto out;
+      }
+    }
+    for (size_t h = 0; h < nh; h++) {
+      if (needed[h] && ls[h] == NULL && now >= next[h] &&
+          (r = lc__listing_start(&ls[h], lc_group_at(c->group, h))) < 0)
+        goto out;
+      busy = ls[h] != NULL ? ls[h] : busy;
+    }
+    /* the pause is a wait on a listing (or a worker): its end cuts it short */
+    if (busy != NULL)
+      lc__listing_wait(busy, LC__POLL_MS / 10);
+    else
+      lc_process_wait(NULL, some, LC__POLL_MS / 10);
+  }
+out:
+  for (size_t h = 0; ls != NULL && h < nh; h++)
+    lc__listing_free(ls[h]);
+  free(ls);
+  free(next);
+  free(gap);
+  free(needed);
+  return r;
+}
