@@ -79,6 +79,14 @@ int lc__error_set(int code, const char *fmt, ...) {
   return code;
 }
 
+int lc_error_set(int code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  format_into(last_error, sizeof(last_error), fmt, ap);
+  va_end(ap);
+  return code;
+}
+
 int lc__err_set(lc__err *e, int code, const char *fmt, ...) {
   va_list ap;
   if (e == NULL)
