@@ -32,6 +32,13 @@ if(TARGET mytype)
   set_tests_properties(test_plugin PROPERTIES LABELS integration TIMEOUT 300
     FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
     ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CTL=$<TARGET_FILE:lazyclusterctl>;LC_PLUGIN=$<TARGET_FILE:mytype>;${LC_PLUGIN_ENV}")
+  # lc_cluster_type_load called directly, from a program that does not export the API.
+  lc_test_executable(test_plugin_load integration/test_plugin_load.c)
+  add_dependencies(test_plugin_load mytype plugin_noentry plugin_newer plugin_v1only plugin_nomake
+    plugin_limits)
+  add_test(NAME test_plugin_load COMMAND test_plugin_load)
+  set_tests_properties(test_plugin_load PROPERTIES LABELS unit TIMEOUT 60
+    ENVIRONMENT "LC_PLUGIN=$<TARGET_FILE:mytype>;${LC_PLUGIN_ENV}")
   # The loader's refusals alone, on this machine (no test hosts): what the ASan build runs.
   add_test(NAME test_plugin_refused COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_plugin.sh refused)
   set_tests_properties(test_plugin_refused PROPERTIES LABELS unit TIMEOUT 120
