@@ -251,24 +251,43 @@ static int reportable(lc_process *p, int stopped, int reported) {
   return p != NULL && !stopped && !reported;
 }
 
-/* LC_EREMOTE, naming the first process of the cluster that ended on its own and how, or 0.
- * Processes stopped by us and ends already reported are left out. */
-int lc__cluster_check_ended(lc_cluster *c) {
-  char msg[4096];
+/* The first process of the cluster that ended on its own and may still be reported: 1 and
+ * *which (-1: the master, else the worker's index), or 0. */
+static int find_ended(lc_cluster *c, int *which) {
   if (reportable(c->master_proc, 0, c->master_reported) &&
       lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
-    lc__cluster_how_ended(c, c->master_out, c->master_proc, msg, sizeof(msg));
-    return lc__error_set(LC_EREMOTE, "%s ended: %s", c->master_out->tag, msg);
+    *which = -1;
+    return 1;
   }
   for (size_t i = 0; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
     if (reportable(w->proc, w->stopped, w->reported) &&
         lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
-      lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
-      return lc__error_set(LC_EREMOTE, "%s ended: %s", w->out->tag, msg);
+      *which = (int)i;
+      return 1;
     }
   }
   return 0;
+}
+
+/* "lab1 worker-2 ended: it exited with status 1; its last stderr lines: ..." */
+static void ended_text(lc_cluster *c, int which, char *out, size_t size) {
+  lc__output *t = which < 0 ? c->master_out : c->workers[which].out;
+  lc_process *p = which < 0 ? c->master_proc : c->workers[which].proc;
+  char how[4096];
+  lc__cluster_how_ended(c, t, p, how, sizeof(how));
+  snprintf(out, size, "%s ended: %s", t->tag, how);
+}
+
+/* LC_EREMOTE, naming the first process of the cluster that ended on its own and how, or 0.
+ * Processes stopped by us and ends already reported are left out. */
+int lc__cluster_check_ended(lc_cluster *c) {
+  char msg[4400];
+  int which;
+  if (!find_ended(c, &which))
+    return 0;
+  ended_text(c, which, msg, sizeof(msg));
+  return lc__error_set(LC_EREMOTE, "%s", msg);
 }
 
 int lc__cluster_running_workers(lc_cluster *c) {
@@ -337,32 +356,21 @@ int lc_cluster_counter_wait(lc_cluster *c, long n, int timeout_ms, long *changes
 /* The first process that ended on its own and was not reported yet: marked reported, its DOWN
  * event sent, LC_EREMOTE naming it; else 0. */
 static int report_ended(lc_cluster *c) {
-  int r = lc__cluster_check_ended(c);
-  if (r == 0)
+  char msg[4400];
+  int which;
+  if (!find_ended(c, &which))
     return 0;
-  if (reportable(c->master_proc, 0, c->master_reported) &&
-      lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
-    char saved[LC_ERRMSG_MAX];
+  ended_text(c, which, msg, sizeof(msg));
+  lc__cluster_note(c, "%s", msg);
+  if (which < 0) {
     c->master_reported = 1;
-    snprintf(saved, sizeof(saved), "%s", lc_error_last());
-    lc__cluster_note(c, "%s", saved);
     lc__cluster_emit(c, LC_CLUSTER_MASTER_DOWN, -1);
-    return lc__error_set(r, "%s", saved);
+  } else {
+    c->workers[which].reported = 1;
+    c->workers[which].ready = 0;
+    lc__cluster_emit(c, LC_CLUSTER_WORKER_DOWN, which);
   }
-  for (size_t i = 0; i < c->nworkers; i++) {
-    lc__worker *w = &c->workers[i];
-    if (reportable(w->proc, w->stopped, w->reported) &&
-        lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
-      char saved[LC_ERRMSG_MAX];
-      w->reported = 1;
-      w->ready = 0;
-      snprintf(saved, sizeof(saved), "%s", lc_error_last());
-      lc__cluster_note(c, "%s", saved);
-      lc__cluster_emit(c, LC_CLUSTER_WORKER_DOWN, w->info.index);
-      return lc__error_set(r, "%s", saved);
-    }
-  }
-  return r;
+  return lc__error_set(LC_EREMOTE, "%s", msg);
 }
 
 int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
