@@ -749,14 +749,27 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *cluster, const l
   return *out != NULL ? 0 : -ENOMEM;
 }
 
+/* LC_EREMOTE naming the first process of the cluster that ended, or 0 (a launcher method may
+ * look at the processes; lc_cluster_wait, which reports ends, is the caller's). */
+static int some_process_ended(lc_cluster *cluster) {
+  lc_process *p = lc_cluster_master_process(cluster);
+  if (p != NULL && lc_process_wait(NULL, p, 0) != -ETIMEDOUT)
+    return lc_error_set(LC_EREMOTE, "the master ended");
+  for (size_t i = 0; i < lc_cluster_worker_count(cluster); i++)
+    if ((p = lc_cluster_worker_process(cluster, i)) != NULL &&
+        lc_process_wait(NULL, p, 0) != -ETIMEDOUT)
+      return lc_error_set(LC_EREMOTE, "%s worker-%zu ended", lc_cluster_worker(cluster, i)->host,
+                          i);
+  return 0;
+}
+
 /* lc_worker_launcher.wait_ready: our workers listen on nothing (the launcher is `portless`), so
- * they are ready once the master has said "joined:" for each; a process that ends meanwhile is
- * a failure at once (lc_cluster_wait names it), not after the timeout. */
+ * they are ready once the master has said "joined:" for each of the n that run; a process that
+ * ends meanwhile is a failure at once, not after the timeout. */
 static int worker_wait_ready(lc_worker_launcher *self, lc_cluster *cluster, int n, int timeout_ms) {
   app *a = self->data;
-  int want = (int)lc_cluster_worker_count(cluster), r = 0;
+  int want = n, r = 0; /* every running worker; ours never leave before the end */
   uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-  (void)n; /* the newest n of them; the master counts every worker that ever joined */
   pthread_mutex_lock(&a->mu);
   while (a->joined < want && r == 0) {
     struct timespec ts;
@@ -772,8 +785,7 @@ static int worker_wait_ready(lc_worker_launcher *self, lc_cluster *cluster, int 
     }
     pthread_cond_timedwait(&a->cv, &a->mu, &ts);
     pthread_mutex_unlock(&a->mu);
-    if ((r = lc_cluster_wait(cluster, 0)) == -ETIMEDOUT) /* all still run */
-      r = 0;
+    r = some_process_ended(cluster);
     pthread_mutex_lock(&a->mu);
   }
   if (r == -ETIMEDOUT)

@@ -12,8 +12,13 @@
  * early workers import it on the same CPUs), all 16 workers 4.1-6.8 s after that. The limits,
  * 30 s and 60 s, are about 7x and 9x the worst of those: a start that has not succeeded by then
  * is broken, and one that is merely slow must not fail.
+ *
+ * Written on the public API alone (<lazycluster.h>, no lc__ symbol, no private header: the
+ * dask_public_api test checks it): the built-in types are the proof that two structs make a type.
+ * Readiness: the master's line hook counts the scheduler's "Register worker" (+1) and "Remove
+ * worker" (-1) lines with the cluster's counter, and wait_ready waits for the count.
  */
-#include "launchers.h"
+#include <lazycluster.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -45,13 +50,25 @@ typedef struct dask_type {
 
 static int master_command(lc_master_launcher *self, lc_cluster *c, int port, char **out) {
   dask_type *t = self->data;
-  /* readiness: the scheduler logs "Register worker <WorkerState ...>" for each worker it takes */
-  lc__cluster_count_master_lines(c, "Register worker", "Remove worker");
+  (void)c;
   /* --dashboard-address: its HTTP server would otherwise listen on every interface */
-  *out = lc__sprintf("%sexec \"$@\" --host 127.0.0.1 --port %d --no-dashboard "
+  *out = lc_asprintf("%sexec \"$@\" --host 127.0.0.1 --port %d --no-dashboard "
                      "--dashboard-address 127.0.0.1:0 %s",
                      scheduler_cli, port, t->scheduler_args ? t->scheduler_args : "");
-  return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
+  return *out ? 0 : lc_error_set(-ENOMEM, "out of memory");
+}
+
+/* The scheduler logs "Register worker <WorkerState ...>" for each worker it takes and "Remove
+ * worker" for each it loses: the cluster's counter follows them (engine thread: no blocking). */
+static void master_on_line(lc_master_launcher *self, lc_cluster *c, const char *line, size_t len,
+                           lc_stream stream) {
+  (void)self;
+  (void)len;
+  (void)stream;
+  if (strstr(line, "Register worker") != NULL)
+    lc_cluster_counter_add(c, 1);
+  else if (strstr(line, "Remove worker") != NULL)
+    lc_cluster_counter_add(c, -1);
 }
 
 /*
@@ -64,8 +81,8 @@ static int master_command(lc_master_launcher *self, lc_cluster *c, int port, cha
 static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_worker_info *w,
                           char **out) {
   dask_type *t = self->data;
-  int connect_s = (lc__cluster_master_timeout_ms(c) + 999) / 1000 + DASK_CONNECT_TIMEOUT_S;
-  *out = lc__sprintf("%sDASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="
+  int connect_s = (lc_cluster_master_timeout_ms(c) + 999) / 1000 + DASK_CONNECT_TIMEOUT_S;
+  *out = lc_asprintf("%sDASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="
                      "\"${DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT:-%ds}\" "
                      "exec \"$@\" tcp://127.0.0.1:%d --host 127.0.0.1 --worker-port %d "
                      "--nanny-port %d --no-dashboard --dashboard-address 127.0.0.1:0 --nthreads %d "
@@ -73,12 +90,13 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
                      "--name worker-%d %s",
                      worker_cli, connect_s, w->master_port, w->port, w->aux_port, t->nthreads,
                      w->index, t->worker_args ? t->worker_args : "");
-  return *out ? 0 : lc__error_set(-ENOMEM, "out of memory");
+  return *out ? 0 : lc_error_set(-ENOMEM, "out of memory");
 }
 
-/* Asks the scheduler through a real Dask client (for a scheduler whose log says nothing). */
-static int ask_scheduler(lc_cluster *c, int timeout_ms) {
-  lc_runtime *rt = lc__cluster_master_runtime(c);
+/* Asks the scheduler through a real Dask client whether it has n workers (for a scheduler whose
+ * log says nothing). */
+static int ask_scheduler(lc_cluster *c, int n, int timeout_ms) {
+  lc_runtime *rt = lc_cluster_master_runtime(c);
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_exec_result res = {0};
   char cmd[2048];
@@ -91,10 +109,9 @@ static int ask_scheduler(lc_cluster *c, int timeout_ms) {
            "2>/dev/null && break; done; "
            "exec \"$p\" -c 'import sys, distributed\n"
            "c = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=%d)\n"
-           "c.wait_for_workers(%zu, timeout=%d)\n"
+           "c.wait_for_workers(%d, timeout=%d)\n"
            "print(len(c.scheduler_info()[\"workers\"]))'",
-           lc_cluster_master_port(c), timeout_ms / 1000 + 1, lc_cluster_worker_count(c),
-           timeout_ms / 1000 + 1);
+           lc_cluster_master_port(c), timeout_ms / 1000 + 1, n, timeout_ms / 1000 + 1);
   eo.timeout_ms = timeout_ms + 10000;
   if ((r = lc_runtime_exec(&res, rt, cmd, &eo)) < 0)
     return r;
@@ -102,41 +119,62 @@ static int ask_scheduler(lc_cluster *c, int timeout_ms) {
 }
 
 /*
- * Ready when the scheduler has registered every worker: its log lines, which arrive anyway, are
- * counted (no Python client to start). A scheduler that logged no registration at all (its
- * logging turned down) is asked through a client before giving up.
+ * Ready when the scheduler has registered n workers, every worker of the cluster that runs now:
+ * its log lines, which arrive anyway, are counted (no Python client to start). A scheduler that
+ * logged no registration at all (its logging turned down) is asked through a client before
+ * giving up.
  */
 static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeout_ms) {
-  int seen = 0, r;
+  long changes = 0;
+  int r;
   (void)self;
-  (void)n;
-  r = lc__cluster_wait_count(c, (long)lc_cluster_worker_count(c), timeout_ms, &seen);
-  if (r == -ETIMEDOUT && !seen)
-    r = ask_scheduler(c, 10000);
+  r = lc_cluster_counter_wait(c, n, timeout_ms, &changes);
+  if (r == -ETIMEDOUT && changes == 0)
+    r = ask_scheduler(c, n, 10000);
   if (r == -ETIMEDOUT)
-    return lc__error_set(-ETIMEDOUT, "the Dask scheduler did not report %zu workers within "
-                                     "%.1f s",
-                         lc_cluster_worker_count(c), timeout_ms / 1000.0);
+    return lc_error_set(-ETIMEDOUT, "the Dask scheduler did not report %d workers within %.1f s", n,
+                        timeout_ms / 1000.0);
   return r;
+}
+
+static void dask_free(dask_type *t) {
+  if (t == NULL)
+    return;
+  lc_free(t->scheduler_args);
+  lc_free(t->worker_args);
+  free(t);
 }
 
 static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
                      const char *const *args) {
-  dask_type *t = lc__calloc(1, sizeof(*t));
-  const char *nt = lc__type_arg(args, "nthreads");
+  dask_type *t = calloc(1, sizeof(*t));
+  const char *nt = lc_cluster_type_arg(args, "nthreads");
+  const char *sa = lc_cluster_type_arg(args, "scheduler_args");
+  const char *wa = lc_cluster_type_arg(args, "worker_args");
   *master = NULL;
   *worker = NULL;
   if (t == NULL)
-    return lc__error_set(-ENOMEM, "out of memory");
+    return lc_error_set(-ENOMEM, "out of memory");
   t->nthreads = nt ? atoi(nt) : 1;
   if (t->nthreads < 1) {
     free(t);
-    return lc__error_set(-EINVAL, "dask: nthreads=%s: want a number, 1 or more", nt);
+    return lc_error_set(-EINVAL, "dask: nthreads=%s: want a number, 1 or more", nt);
   }
-  t->scheduler_args = lc__strdup(lc__type_arg(args, "scheduler_args"));
-  t->worker_args = lc__strdup(lc__type_arg(args, "worker_args"));
-  lc__launchers_init(&t->master, &t->worker, t, "dask", master_command, worker_command);
+  t->scheduler_args = lc_strdup(sa);
+  t->worker_args = lc_strdup(wa);
+  if ((sa != NULL && t->scheduler_args == NULL) || (wa != NULL && t->worker_args == NULL)) {
+    dask_free(t);
+    return lc_error_set(-ENOMEM, "out of memory");
+  }
+  t->master.version = LC_MASTER_LAUNCHER_VERSION;
+  t->master.data = t;
+  t->master.command = master_command;
   t->master.timeout_ms = DASK_MASTER_TIMEOUT_MS;
+  t->master.type_name = "dask";
+  t->master.on_line = master_on_line;
+  t->worker.version = LC_WORKER_LAUNCHER_VERSION;
+  t->worker.data = t;
+  t->worker.command = worker_command;
   t->worker.timeout_ms = DASK_WORKER_TIMEOUT_MS;
   t->worker.wait_ready = wait_ready;
   t->worker.mesh = LC_WORKER_MESH;
@@ -148,14 +186,11 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
 }
 
 static void dask_release(lc_master_launcher *master, lc_worker_launcher *worker) {
-  dask_type *t = lc__launchers_data(master, worker);
-  if (t == NULL)
-    return;
-  free(t->scheduler_args);
-  free(t->worker_args);
-  free(t);
+  dask_free(master != NULL ? master->data : worker != NULL ? worker->data : NULL);
 }
 
+/* The built-in type's entry, found by name through lc_cluster_type_find. */
+extern const lc_cluster_type lc__dask_type;
 const lc_cluster_type lc__dask_type = {
     .version = LC_CLUSTER_TYPE_VERSION,
     .name = "dask",

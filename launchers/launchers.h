@@ -25,20 +25,6 @@ void lc__launchers_init(lc_master_launcher *m, lc_worker_launcher *w, void *data
 /* A type's data, from whichever of its launchers release was given. */
 void *lc__launchers_data(lc_master_launcher *m, lc_worker_launcher *w);
 
-/* The runtime the master runs on. */
-lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
-
-/* How long the cluster waits for its master to be ready, in ms. */
-int lc__cluster_master_timeout_ms(const lc_cluster *c);
-
-/* Counts the master's output lines containing up (+1) or down (-1, or NULL); set before the
- * master is spawned (in its command method). */
-void lc__cluster_count_master_lines(lc_cluster *c, const char *up, const char *down);
-
-/* Waits until that count reaches n: 0, LC_EREMOTE (the master or a worker ended), -ETIMEDOUT;
- * *seen: whether any counted line came at all. */
-int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen);
-
 extern const lc_cluster_type lc__command_type;
 extern const lc_cluster_type lc__dask_type;
 

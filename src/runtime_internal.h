@@ -226,7 +226,6 @@ int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
                           lc__fwdlist *keep);
 lc_engine *lc__group_engine(const lc_group *g);
-lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
 /* command.c: composing what a host runs. */
 /* What a script prints first on stdout and on stderr: the output before it is the login shell's

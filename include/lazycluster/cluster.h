@@ -133,8 +133,9 @@ struct lc_worker_launcher {
                  char **out);
   /** Optional: after workers were started (by lc_cluster_start*, or one by
    * lc_cluster_worker_restart), blocks until n workers are ready, n being every worker of the
-   * cluster that runs now (those just started included; not those stopped); NULL: ready when
-   * every started worker's port listens. Returns 0, -ETIMEDOUT (the detail says what it waited
+   * cluster that runs now (those just started included; not those stopped); a launcher of
+   * version 3 or older gets the workers of that start, as it did. NULL: ready when every started
+   * worker's port listens. Returns 0, -ETIMEDOUT (the detail says what it waited
    * for), LC_EREMOTE. */
   int (*wait_ready)(lc_worker_launcher *self, lc_cluster *cluster, int n, int timeout_ms);
   /** LC_WORKER_MESH: every worker's port is reachable from every host; LC_WORKER_HERE: only

@@ -21,12 +21,20 @@ typedef struct progress {
   long workers, up;
 } progress;
 
-static void debug_line(const char *tag, const char *line, size_t len, lc_stream stream,
-                       void *payload) {
+/* One line of a process, tagged "[HOST master]" or "[HOST worker-N]". */
+static void debug_line(lc_cluster *c, int index, const char *host, const char *line, size_t len,
+                       lc_stream stream, void *payload) {
   static char buf[1 << 16];
   int color = ((progress *)payload)->color;
-  int n = snprintf(buf, sizeof(buf), color ? "\033[%sm[%s]\033[0m " : "[%.0s%s] ",
-                   stream == LC_STDERR ? "33" : "36", tag);
+  char tag[256];
+  int n;
+  (void)c;
+  if (index < 0)
+    snprintf(tag, sizeof(tag), "%s master", host);
+  else
+    snprintf(tag, sizeof(tag), "%s worker-%d", host, index);
+  n = snprintf(buf, sizeof(buf), color ? "\033[%sm[%s]\033[0m " : "[%.0s%s] ",
+               stream == LC_STDERR ? "33" : "36", tag);
   FILE *out = stderr;
   if (n < 0 || (size_t)n >= sizeof(buf))
     return;
@@ -258,7 +266,7 @@ int cli_start(int argc, char **argv) {
       goto out;
     }
   }
-  co.on_line = debug ? debug_line : NULL;
+  co.on_output = debug ? debug_line : NULL;
   co.master_timeout_option = "--master-timeout S";
   co.worker_timeout_option = "--timeout S";
   co.on_event = on_event;

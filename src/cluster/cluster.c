@@ -37,8 +37,10 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL && opts->version >= 3)
+  if (opts != NULL && opts->version >= 4)
     c->opts = *opts;
+  else if (opts != NULL && opts->version == 3) /* version 3 ends with worker_timeout_option */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_output));
   else if (opts != NULL && opts->version == 2) /* version 2 ends with on_event */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, master_timeout_option));
   else if (opts != NULL) /* version 1 ends with env */
@@ -132,8 +134,16 @@ const char *lc_cluster_master_host(const lc_cluster *c) {
   return c->master_rt ? lc_runtime_name(c->master_rt) : NULL;
 }
 lc_group *lc_cluster_group(const lc_cluster *c) { return c->group; }
-lc_runtime *lc__cluster_master_runtime(const lc_cluster *c) { return c->master_rt; }
-int lc__cluster_master_timeout_ms(const lc_cluster *c) { return c->opts.master_timeout_ms; }
+lc_runtime *lc_cluster_master_runtime(const lc_cluster *c) { return c->master_rt; }
+lc_process *lc_cluster_master_process(const lc_cluster *c) { return c->master_proc; }
+int lc_cluster_master_timeout_ms(const lc_cluster *c) { return c->opts.master_timeout_ms; }
+int lc_cluster_worker_timeout_ms(const lc_cluster *c) { return c->opts.worker_timeout_ms; }
+lc_process *lc_cluster_worker_process(const lc_cluster *c, size_t i) {
+  return i < c->nworkers && !c->workers[i].reported ? c->workers[i].proc : NULL;
+}
+lc_runtime *lc_cluster_worker_runtime(const lc_cluster *c, size_t i) {
+  return i < c->nworkers ? c->workers[i].rt : NULL;
+}
 size_t lc_cluster_worker_count(const lc_cluster *c) { return c->nworkers; }
 const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i) {
   return i < c->nworkers ? &c->workers[i].info : NULL;
@@ -207,7 +217,8 @@ int lc_cluster_start(lc_cluster *c, int n) {
     goto out;
   if (!spawned && (r = lc__workers_spawn(c, &st)) < 0)
     goto out;
-  r = lc__workers_finish(c, &st);
+  if ((r = lc__workers_finish(c, &st)) == 0)
+    r = lc__workers_after_start(c, &st);
 out:
   free(sc.per);
   if (r < 0) {
@@ -222,59 +233,113 @@ out:
   return 0;
 }
 
-/*
- * For launchers: from now on, count the master's output lines that contain up (+1) or down (-1,
- * may be NULL); lc__cluster_wait_count waits on the count. Set before the master is spawned.
- */
-void lc__cluster_count_master_lines(lc_cluster *c, const char *up, const char *down) {
-  pthread_mutex_lock(&c->mu);
-  c->count_up = up;
-  c->count_down = down;
-  pthread_mutex_unlock(&c->mu);
+int lc__workers_after_start(lc_cluster *c, const lc__wstart *st) {
+  int r;
+  if (c->w->version < 4 || c->w->after_start == NULL)
+    return 0;
+  if ((r = c->w->after_start(c->w, c, st->first, (size_t)st->n)) < 0) {
+    char saved[LC_ERRMSG_MAX];
+    snprintf(saved, sizeof(saved), "%s", lc_error_last());
+    r = lc__error_set(r, "the worker launcher's after_start failed: %s", saved);
+  }
+  return r;
 }
 
-/* LC_EREMOTE, naming the first process of the cluster that ended and how (describe), or 0. */
-int lc__cluster_check_ended(lc_cluster *c) {
-  char msg[4096];
-  if (c->master_proc != NULL && lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
-    lc__cluster_how_ended(c, c->master_out, c->master_proc, msg, sizeof(msg));
-    return lc__error_set(LC_EREMOTE, "%s ended: %s", c->master_out->tag, msg);
+/* A process of the cluster that may still be reported: started, not stopped by us, its end not
+ * reported yet. */
+static int reportable(lc_process *p, int stopped, int reported) {
+  return p != NULL && !stopped && !reported;
+}
+
+/* The first process of the cluster that ended on its own and may still be reported: 1 and
+ * *which (-1: the master, else the worker's index), or 0. */
+static int find_ended(lc_cluster *c, int *which) {
+  if (reportable(c->master_proc, 0, c->master_reported) &&
+      lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
+    *which = -1;
+    return 1;
   }
   for (size_t i = 0; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
-    if (w->proc != NULL && lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
-      lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
-      return lc__error_set(LC_EREMOTE, "%s ended: %s", w->out->tag, msg);
+    if (reportable(w->proc, w->stopped, w->reported) &&
+        lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+      *which = (int)i;
+      return 1;
     }
   }
   return 0;
 }
 
+/* "lab1 worker-2 ended: it exited with status 1; its last stderr lines: ..." */
+static void ended_text(lc_cluster *c, int which, char *out, size_t size) {
+  lc__output *t = which < 0 ? c->master_out : c->workers[which].out;
+  lc_process *p = which < 0 ? c->master_proc : c->workers[which].proc;
+  char how[4096];
+  lc__cluster_how_ended(c, t, p, how, sizeof(how));
+  snprintf(out, size, "%s ended: %s", t->tag, how);
+}
+
+/* LC_EREMOTE, naming the first process of the cluster that ended on its own and how, or 0.
+ * Processes stopped by us and ends already reported are left out. */
+int lc__cluster_check_ended(lc_cluster *c) {
+  char msg[4400];
+  int which;
+  if (!find_ended(c, &which))
+    return 0;
+  ended_text(c, which, msg, sizeof(msg));
+  return lc__error_set(LC_EREMOTE, "%s", msg);
+}
+
+int lc__cluster_running_workers(lc_cluster *c) {
+  int n = 0;
+  for (size_t i = 0; i < c->nworkers; i++) {
+    lc__worker *w = &c->workers[i];
+    n += reportable(w->proc, w->stopped, w->reported) &&
+         lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT;
+  }
+  return n;
+}
+
+int lc__cluster_wait_n(lc_cluster *c, int started) {
+  return c->w->version >= 4 ? lc__cluster_running_workers(c) : started;
+}
+
+long lc_cluster_counter_add(lc_cluster *c, long delta) {
+  long v;
+  pthread_mutex_lock(&c->mu);
+  v = c->count += delta;
+  c->changes++;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  return v;
+}
+
 /*
- * Waits until the master's count reaches n: 0; LC_EREMOTE as soon as the master or a worker ended
- * (the caller names it); -ETIMEDOUT. *seen says whether any counted line came.
+ * Waits until the counter reaches n: 0; LC_EREMOTE as soon as the master or a worker ended
+ * (naming it); -ETIMEDOUT with the count. The pause between looks at the processes is a wait on
+ * the counter: each change ends it at once.
  */
-int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
+int lc_cluster_counter_wait(lc_cluster *c, long n, int timeout_ms, long *changes) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  long count, seen;
   int r;
-  *seen = 0;
   for (;;) {
     struct timespec ts;
-    long count;
     pthread_mutex_lock(&c->mu);
     count = c->count;
+    seen = c->changes;
     pthread_mutex_unlock(&c->mu);
-    *seen = *seen || count != 0;
+    if (changes != NULL)
+      *changes = seen;
     if (count >= n)
       return 0;
     if (c->master_proc == NULL)
-      return lc__error_set(LC_EREMOTE, "the master does not run");
+      return lc__error_set(LC_EREMOTE, "cluster: the master does not run");
     if ((r = lc__cluster_check_ended(c)) < 0)
       return r;
     if (lc__now_ms() >= deadline)
-      return lc__error_set(-ETIMEDOUT, "the master counted %ld of %ld within %.1f s", count, n,
-                           timeout_ms / 1000.0);
-    /* the pause is a wait on the count: each counted line ends it at once */
+      return lc__error_set(-ETIMEDOUT, "the cluster's counter was %ld of %ld after %.1f s", count,
+                           n, timeout_ms / 1000.0);
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_nsec += LC__POLL_MS * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
@@ -282,21 +347,44 @@ int lc__cluster_wait_count(lc_cluster *c, long n, int timeout_ms, int *seen) {
       ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&c->mu);
-    if (c->count == count)
+    if (c->changes == seen)
       pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     pthread_mutex_unlock(&c->mu);
   }
+}
+
+/* The first process that ended on its own and was not reported yet: marked reported, its DOWN
+ * event sent, LC_EREMOTE naming it; else 0. */
+static int report_ended(lc_cluster *c) {
+  char msg[4400];
+  int which;
+  if (!find_ended(c, &which))
+    return 0;
+  ended_text(c, which, msg, sizeof(msg));
+  lc__cluster_note(c, "%s", msg);
+  if (which < 0) {
+    c->master_reported = 1;
+    lc__cluster_emit(c, LC_CLUSTER_MASTER_DOWN, -1);
+  } else {
+    c->workers[which].reported = 1;
+    c->workers[which].ready = 0;
+    lc__cluster_emit(c, LC_CLUSTER_WORKER_DOWN, which);
+  }
+  return lc__error_set(LC_EREMOTE, "%s", msg);
 }
 
 int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
   int r;
   for (;;) {
-    lc_process *some = c->master_proc;
-    if ((r = lc__cluster_check_ended(c)) < 0)
+    lc_process *some = NULL;
+    if ((r = report_ended(c)) < 0)
       return r;
+    if (reportable(c->master_proc, 0, c->master_reported))
+      some = c->master_proc;
     for (size_t i = 0; i < c->nworkers && some == NULL; i++)
-      some = c->workers[i].proc;
+      if (reportable(c->workers[i].proc, c->workers[i].stopped, c->workers[i].reported))
+        some = c->workers[i].proc;
     if (some == NULL)
       return lc__error_set(-EINVAL, "cluster: nothing runs");
     if (timeout_ms >= 0 && lc__now_ms() >= deadline)

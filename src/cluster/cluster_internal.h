@@ -23,12 +23,14 @@ typedef enum lc__limit_source {
   LC__LIMIT_ASKED,   /* lc_cluster_options */
 } lc__limit_source;
 
-/* One process's output as the cluster keeps it: its tag ("lab1 worker-3") and its last stderr
- * lines, for error messages. err is written on the engine thread under the cluster's mu. */
+/* One process's output as the cluster keeps it: its tag ("lab1 worker-3"), its host, and its last
+ * stderr lines, for error messages. err is written on the engine thread under the cluster's mu;
+ * the rest is set before the process starts. A restarted worker keeps its output (its index). */
 typedef struct lc__output {
   lc_cluster *c;
   char tag[160];
-  int index; /* the worker's, or -1 for the master */
+  char host[128]; /* the runtime's name */
+  int index;      /* the worker's, or -1 for the master */
   char *err_line[LC__TAIL_LINES];
   size_t err_next;
 } lc__output;
@@ -43,6 +45,8 @@ typedef struct lc__worker {
   lc_process *proc;
   lc__output *out;
   int ready;
+  int stopped;  /* by lc_cluster_worker_stop (proc is NULL): no report, no DOWN event */
+  int reported; /* its end was reported by lc_cluster_wait (after WORKER_DOWN) */
 } lc__worker;
 
 /* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),
@@ -62,6 +66,7 @@ struct lc_cluster {
   lc_runtime *master_rt;
   lc_process *master_proc;
   lc__output *master_out;
+  int master_reported; /* the master's end was reported by lc_cluster_wait */
   int master_port;
   lc__fwdlist fwds; /* every tunnel of the cluster */
   lc__worker *workers;
@@ -69,10 +74,10 @@ struct lc_cluster {
   int *ports; /* reserved by this cluster */
   size_t nports, capports;
   lc__buf log;
-  pthread_mutex_t mu;                /* the outputs' stderr tails and the counter */
-  pthread_cond_t cv;                 /* the counter changed */
-  const char *count_up, *count_down; /* mu: lc__cluster_count_master_lines */
-  long count;                        /* mu */
+  pthread_mutex_t mu; /* the outputs' stderr tails and the counter */
+  pthread_cond_t cv;  /* the counter changed */
+  long count;         /* mu: lc_cluster_counter_add; 0 when the master starts */
+  long changes;       /* mu: lc_cluster_counter_add calls since the master started */
 };
 
 /* Every group runtime's listening ports, one listing each and all at once. */
@@ -98,8 +103,10 @@ void lc__cluster_note(lc_cluster *c, const char *fmt, ...) __attribute__((format
 void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *payload);
 /* "it exited with status 1; its last stderr lines: ..." for a message. */
 void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *out, size_t size);
-lc__output *lc__output_new(lc_cluster *c, int index, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The output of the master (index -1) or of worker index on host. */
+lc__output *lc__output_new(lc_cluster *c, int index, const char *host);
+/* Forgets a process's stderr tail (a worker restarted). */
+void lc__output_clear(lc__output *t);
 void lc__output_free(lc__output *t);
 void lc__cluster_emit(lc_cluster *c, lc_cluster_event ev, int index);
 
@@ -108,8 +115,16 @@ void lc__cluster_emit(lc_cluster *c, lc_cluster_event ev, int index);
  * the limit in seconds. */
 void lc__cluster_limit_why(const lc_cluster *c, int master, char *out, size_t size);
 void lc__cluster_limit_text(const lc_cluster *c, int master, char *out, size_t size);
-/* LC_EREMOTE naming the first process of the cluster that ended, or 0. */
+/* LC_EREMOTE naming the first process of the cluster that ended (not one stopped by us or
+ * already reported), or 0. */
 int lc__cluster_check_ended(lc_cluster *c);
+/* The workers that run now (not stopped, not ended). */
+int lc__cluster_running_workers(lc_cluster *c);
+/* n for the worker launcher's wait_ready: every running worker (launcher version 4), or the
+ * workers of this start (older launchers: what n meant to them). */
+int lc__cluster_wait_n(lc_cluster *c, int started);
+/* The worker launcher's after_start for the ready start st (launcher version 4), or 0. */
+int lc__workers_after_start(lc_cluster *c, const lc__wstart *st);
 
 /* ---- ports.c ---- */
 void lc__cluster_release_ports(lc_cluster *c, size_t from);

@@ -50,12 +50,13 @@ static int master_spawn(lc_cluster *c, int port) {
   if ((r = c->m->command(c->m, c, port, &cmd)) < 0)
     return r;
   if ((env = lc__cluster_env(c, more, 2)) == NULL ||
-      (c->master_out = lc__output_new(c, -1, "%s master", lc_runtime_name(c->master_rt))) == NULL) {
+      (c->master_out = lc__output_new(c, -1, lc_runtime_name(c->master_rt))) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
   pthread_mutex_lock(&c->mu);
   c->count = 0;
+  c->changes = 0;
   pthread_mutex_unlock(&c->mu);
   if ((r = lc_runtime_workdir(&wd, c->master_rt)) < 0)
     goto out;
@@ -85,6 +86,7 @@ void lc__master_drop(lc_cluster *c) {
   lc__output_free(c->master_out);
   c->master_out = NULL;
   c->master_port = 0;
+  c->master_reported = 0;
 }
 
 /* Picks the port of this attempt (the asked one first; unless it is fixed, then the worker

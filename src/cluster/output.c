@@ -20,6 +20,8 @@ void lc__cluster_note(lc_cluster *c, const char *fmt, ...) {
   lc__buf_puts(&c->log, "\n");
 }
 
+/* Every line of every process: its stderr tail, then the launcher's line hook, then the caller's
+ * callbacks (on_output with the index and host, on_line with the tag). Engine thread. */
 void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *payload) {
   lc__output *t = payload;
   lc_cluster *c = t->c;
@@ -30,16 +32,12 @@ void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *p
     t->err_next++;
     pthread_mutex_unlock(&c->mu);
   }
-  if (t->index < 0 && c->count_up != NULL) {
-    int up = strstr(line, c->count_up) != NULL;
-    int down = c->count_down != NULL && strstr(line, c->count_down) != NULL;
-    if (up || down) {
-      pthread_mutex_lock(&c->mu);
-      c->count += up ? 1 : -1;
-      pthread_cond_broadcast(&c->cv);
-      pthread_mutex_unlock(&c->mu);
-    }
-  }
+  if (t->index < 0 && c->m->version >= 3 && c->m->on_line != NULL)
+    c->m->on_line(c->m, c, line, len, stream);
+  else if (t->index >= 0 && c->w->version >= 4 && c->w->on_line != NULL)
+    c->w->on_line(c->w, c, t->index, line, len, stream);
+  if (c->opts.on_output != NULL)
+    c->opts.on_output(c, t->index, t->host, line, len, stream, c->opts.payload);
   if (c->opts.on_line != NULL)
     c->opts.on_line(t->tag, line, len, stream, c->opts.payload);
 }
@@ -66,17 +64,28 @@ void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *ou
   pthread_mutex_unlock(&c->mu);
 }
 
-lc__output *lc__output_new(lc_cluster *c, int index, const char *fmt, ...) {
+lc__output *lc__output_new(lc_cluster *c, int index, const char *host) {
   lc__output *t = lc__calloc(1, sizeof(*t));
-  va_list ap;
   if (t == NULL)
     return NULL;
   t->c = c;
   t->index = index;
-  va_start(ap, fmt);
-  vsnprintf(t->tag, sizeof(t->tag), fmt, ap);
-  va_end(ap);
+  snprintf(t->host, sizeof(t->host), "%s", host);
+  if (index < 0)
+    snprintf(t->tag, sizeof(t->tag), "%s master", host);
+  else
+    snprintf(t->tag, sizeof(t->tag), "%s worker-%d", host, index);
   return t;
+}
+
+void lc__output_clear(lc__output *t) {
+  pthread_mutex_lock(&t->c->mu);
+  for (size_t i = 0; i < LC__TAIL_LINES; i++) {
+    free(t->err_line[i]);
+    t->err_line[i] = NULL;
+  }
+  t->err_next = 0;
+  pthread_mutex_unlock(&t->c->mu);
 }
 
 void lc__output_free(lc__output *t) {

@@ -79,7 +79,7 @@ int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart
       goto out;
     w->host = lc__strdup(lc_runtime_name(w->rt));
     w->workdir = lc__sprintf("%s/worker-%d", wd, w->info.index);
-    w->out = lc__output_new(c, (int)idx, "%s worker-%d", lc_runtime_name(w->rt), w->info.index);
+    w->out = lc__output_new(c, (int)idx, lc_runtime_name(w->rt));
     c->nworkers++;
     if (w->host == NULL || w->workdir == NULL || w->out == NULL) {
       r = lc__error_set(-ENOMEM, "out of memory");
@@ -180,7 +180,7 @@ static int workers_ready(lc_cluster *c, const lc__wstart *st) {
   deadline = lc__now_ms() + (uint64_t)c->opts.worker_timeout_ms;
   if (c->w->wait_ready != NULL) {
     char why[LC_ERRMSG_MAX], src[512];
-    r = c->w->wait_ready(c->w, c, st->n, c->opts.worker_timeout_ms);
+    r = c->w->wait_ready(c->w, c, lc__cluster_wait_n(c, st->n), c->opts.worker_timeout_ms);
     snprintf(why, sizeof(why), "%s", lc_error_last());
     if (r == -ETIMEDOUT) { /* the launcher says what it waited for; the cluster, which limit */
       lc__cluster_limit_why(c, 0, src, sizeof(src));
@@ -253,7 +253,7 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
   if (c->master_proc == NULL)
     return lc__error_set(-EINVAL, "cluster: start the master first");
   if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_spawn(c, &st)) < 0 ||
-      (r = lc__workers_finish(c, &st)) < 0) {
+      (r = lc__workers_finish(c, &st)) < 0 || (r = lc__workers_after_start(c, &st)) < 0) {
     lc__workers_undo(c, &st); /* keeps the detail */
     return r;
   }

@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -610,6 +611,400 @@ static void test_sigkill_of_start(void) {
   }
 }
 
+/* ---- the API for types: line hooks, counter, events, one worker, after_start ---------------- */
+
+/* What a cluster's callbacks saw (engine thread and caller's thread: under mu). */
+typedef struct seen {
+  pthread_mutex_t mu;
+  int master_lines, worker_lines[8], tagged_lines, wrong_host;
+  int up[9], down[9]; /* [0]: the master; [1 + i]: worker i */
+  int after_calls;
+  size_t after_first, after_n;
+  int after_fail;
+  int ready_n[16];
+  int nready;
+} seen;
+
+static seen S = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void seen_reset(void) {
+  pthread_mutex_lock(&S.mu);
+  memset((char *)&S + sizeof(S.mu), 0, sizeof(S) - sizeof(S.mu));
+  pthread_mutex_unlock(&S.mu);
+}
+
+static int seen_get(const int *field) {
+  int v;
+  pthread_mutex_lock(&S.mu);
+  v = *field;
+  pthread_mutex_unlock(&S.mu);
+  return v;
+}
+
+/* Master line hook: "count-up" +1, "count-down" -1 on the cluster's counter. */
+static void hook_master_line(lc_master_launcher *self, lc_cluster *c, const char *line, size_t len,
+                             lc_stream stream) {
+  (void)self;
+  (void)len;
+  (void)stream;
+  if (strstr(line, "count-up") != NULL)
+    lc_cluster_counter_add(c, 1);
+  else if (strstr(line, "count-down") != NULL)
+    lc_cluster_counter_add(c, -1);
+}
+
+static void hook_worker_line(lc_worker_launcher *self, lc_cluster *c, int index, const char *line,
+                             size_t len, lc_stream stream) {
+  (void)self;
+  (void)c;
+  (void)len;
+  (void)stream;
+  if (strncmp(line, "wline-", 6) == 0 && index >= 0 && index < 8 && atoi(line + 6) == index) {
+    pthread_mutex_lock(&S.mu);
+    S.worker_lines[index]++;
+    pthread_mutex_unlock(&S.mu);
+  }
+}
+
+/* on_output: the master's lines with index -1 from localhost, each worker's with its index from
+ * its host. */
+static void seen_output(lc_cluster *c, int index, const char *host, const char *line, size_t len,
+                        lc_stream stream, void *payload) {
+  (void)payload;
+  (void)len;
+  (void)stream;
+  pthread_mutex_lock(&S.mu);
+  if (index == -1 && strstr(line, "count-") != NULL)
+    S.master_lines += strcmp(host, "localhost") == 0;
+  else if (index >= 0 && strncmp(line, "wline-", 6) == 0) {
+    const lc_worker_info *w = lc_cluster_worker(c, (size_t)index); /* only read, not kept */
+    S.wrong_host += w == NULL || strcmp(w->host, host) != 0 || atoi(line + 6) != index;
+  }
+  pthread_mutex_unlock(&S.mu);
+}
+
+static void seen_tagged(const char *tag, const char *line, size_t len, lc_stream stream,
+                        void *payload) {
+  (void)len;
+  (void)stream;
+  (void)payload;
+  pthread_mutex_lock(&S.mu);
+  S.tagged_lines += strcmp(tag, "lab1 worker-1") == 0 && strcmp(line, "wline-1") == 0;
+  pthread_mutex_unlock(&S.mu);
+}
+
+static void seen_event(lc_cluster *c, lc_cluster_event ev, int index, void *payload) {
+  (void)c;
+  (void)payload;
+  pthread_mutex_lock(&S.mu);
+  if (index >= -1 && index < 8) {
+    if (ev == LC_CLUSTER_MASTER_UP || ev == LC_CLUSTER_WORKER_UP)
+      S.up[index + 1]++;
+    else if (ev == LC_CLUSTER_MASTER_DOWN || ev == LC_CLUSTER_WORKER_DOWN)
+      S.down[index + 1] += (ev == LC_CLUSTER_MASTER_DOWN) == (index == -1);
+  }
+  pthread_mutex_unlock(&S.mu);
+}
+
+static int hook_after_start(lc_worker_launcher *self, lc_cluster *c, size_t first, size_t n) {
+  (void)self;
+  (void)c;
+  pthread_mutex_lock(&S.mu);
+  S.after_calls++;
+  S.after_first = first;
+  S.after_n = n;
+  pthread_mutex_unlock(&S.mu);
+  return S.after_fail ? lc_error_set(-EPROTO, "after-start refuses (%zu, %zu)", first, n) : 0;
+}
+
+/* wait_ready that records its n, then waits for every running worker's port on its host. */
+static int hook_wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeout_ms) {
+  (void)self;
+  pthread_mutex_lock(&S.mu);
+  if (S.nready < 16)
+    S.ready_n[S.nready++] = n;
+  pthread_mutex_unlock(&S.mu);
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    lc_process *p = lc_cluster_worker_process(c, i);
+    int up = 0;
+    for (int t = 0; p != NULL && !up && t * 50 < timeout_ms; t++) {
+      lc_ports *l = NULL;
+      up = lc_ports_listening(&l, lc_cluster_worker_runtime(c, i), 10000) == 0 &&
+           lc_ports_contains(l, lc_cluster_worker(c, i)->port);
+      lc_ports_free(l);
+      if (!up && lc_process_wait(NULL, p, 50) != -ETIMEDOUT)
+        up = 1; /* stopped or ended: not ours to wait for */
+    }
+  }
+  return 0;
+}
+
+/* Whether port listens on worker i's host. */
+static int worker_listens(lc_cluster *c, size_t i) {
+  lc_ports *l = NULL;
+  int up = lc_ports_listening(&l, lc_cluster_worker_runtime(c, i), 10000) == 0 &&
+           lc_ports_contains(l, lc_cluster_worker(c, i)->port);
+  lc_ports_free(l);
+  return up;
+}
+
+/* Waits (up to 10 s) for *field to reach want; returns the value seen. */
+static int seen_wait(const int *field, int want) {
+  for (int t = 0; t < 200 && seen_get(field) < want; t++)
+    usleep(50 * 1000);
+  return seen_get(field);
+}
+
+/* The master's line hook moves the counter (reset to 0 when the master starts), counter_wait
+ * waits for it and says how many changes came; worker line hooks get their index; on_output gets
+ * index -1 and "localhost" for the master, each worker's index and host; on_line still gets the
+ * tag; options of version 3 end before on_output (not read). */
+static void test_line_hooks_and_counter(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char mt[4400];
+  long changes = -1;
+  seen_reset();
+  snprintf(mt, sizeof(mt), "echo count-up; echo count-down >&2; echo count-up; echo count-up; %s",
+           master_tmpl);
+  LC_REQUIRE_OK(make_type(&m, &w, mt,
+                          "echo wline-{worker_index}; "
+                          "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
+  LC_REQUIRE(m->version >= 3 && w->version >= 4);
+  m->on_line = hook_master_line;
+  w->on_line = hook_worker_line;
+  o.master_port = 62000;
+  o.worker_ports = "62001-62050";
+  o.on_output = seen_output;
+  o.on_line = seen_tagged;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK(lc_cluster_counter_add(c, 5) == 5); /* before the master: reset when it starts */
+  LC_CHECK(lc_cluster_master_process(c) == NULL && lc_cluster_master_runtime(c) == NULL);
+  LC_REQUIRE_OK(lc_cluster_start(c, 3));
+  LC_CHECK(lc_cluster_master_process(c) != NULL);
+  LC_CHECK(lc_cluster_master_runtime(c) != NULL &&
+           strcmp(lc_runtime_name(lc_cluster_master_runtime(c)), "localhost") == 0);
+  LC_CHECK(lc_cluster_master_timeout_ms(c) == LC_CLUSTER_MASTER_TIMEOUT_MS);
+  LC_CHECK(lc_cluster_worker_timeout_ms(c) == LC_CLUSTER_WORKER_TIMEOUT_MS);
+  /* up, down, up, up: 2 only after all four lines */
+  LC_CHECK_OK(lc_cluster_counter_wait(c, 2, 10000, &changes));
+  LC_CHECK(changes == 4);
+  LC_CHECK(lc_cluster_counter_add(c, 0) == 2);
+  LC_CHECK(lc_cluster_counter_wait(c, 3, 200, &changes) == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "counter was 2 of 3");
+  LC_CHECK(changes == 5); /* the add of 0 above counts as a change */
+  for (int i = 0; i < 3; i++) {
+    LC_CHECK(seen_wait(&S.worker_lines[i], 1) == 1);
+    LC_CHECK(lc_cluster_worker_process(c, (size_t)i) != NULL);
+    LC_CHECK(lc_cluster_worker_runtime(c, (size_t)i) ==
+             lc_group_find(group, lc_cluster_worker(c, (size_t)i)->host));
+  }
+  LC_CHECK(lc_cluster_worker_process(c, 3) == NULL && lc_cluster_worker_runtime(c, 3) == NULL);
+  LC_CHECK(seen_wait(&S.master_lines, 4) == 4);
+  LC_CHECK(seen_get(&S.wrong_host) == 0);
+  LC_CHECK(seen_wait(&S.tagged_lines, 1) == 1);
+  lc_cluster_free(c);
+  /* options version 3: on_output is not read */
+  seen_reset();
+  o.version = 3;
+  o.on_output = (lc_cluster_output_cb)(void (*)(void))abort;
+  o.on_line = NULL;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 1));
+  LC_CHECK_OK(lc_cluster_counter_wait(c, 2, 10000, NULL));
+  LC_CHECK(seen_wait(&S.worker_lines[0], 1) == 1);
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 620") == 0);
+  free_type(m, w);
+}
+
+/* Kills (-9) worker i's process on its host, found by the pid file it wrote. */
+static void kill_worker(lc_cluster *c, size_t i) {
+  lc_exec_result res;
+  char cmd[4200];
+  snprintf(cmd, sizeof(cmd), "kill -9 $(cat '%s/pid.txt')", lc_cluster_worker(c, i)->workdir);
+  LC_CHECK_OK(lc_runtime_exec(&res, lc_cluster_worker_runtime(c, i), cmd, NULL));
+  LC_CHECK(res.exit_status == 0);
+}
+
+static const char *pid_worker_tmpl =
+    "echo $$ > pid.txt; exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
+
+/* A worker killed on its host: WORKER_DOWN once, lc_cluster_wait reports it once (naming it), the
+ * rest keep running; a restart brings it back (WORKER_UP). The master killed: MASTER_DOWN and its
+ * report. When every process ended and was reported: "nothing runs". */
+static void test_down_events_each_end_once(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char mt[4400], pidfile[256], text[64];
+  FILE *f;
+  int r, mpid = 0;
+  seen_reset();
+  snprintf(pidfile, sizeof(pidfile), "/tmp/lc-test-master-pid-%d", (int)getpid());
+  snprintf(mt, sizeof(mt), "echo $$ > %s; %s", pidfile, master_tmpl);
+  LC_REQUIRE_OK(make_type(&m, &w, mt, pid_worker_tmpl));
+  o.master_port = 62100;
+  o.worker_ports = "62101-62150";
+  o.on_event = seen_event;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 3));
+  LC_CHECK(count_everywhere("^serve 621") == 4);
+  kill_worker(c, 1);
+  r = lc_cluster_wait(c, 30000);
+  LC_CHECK(r == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "lab1 worker-1 ended: it was ended by signal 9");
+  LC_CHECK(seen_get(&S.down[2]) == 1);
+  LC_CHECK(lc_cluster_worker_process(c, 1) == NULL); /* reported */
+  LC_CHECK(lc_cluster_worker_process(c, 0) != NULL && lc_cluster_worker_process(c, 2) != NULL);
+  /* never the same dead process again; the others run */
+  LC_CHECK(lc_cluster_wait(c, 300) == -ETIMEDOUT);
+  LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
+  LC_CHECK(seen_get(&S.down[2]) == 1);
+  LC_CHECK(seen_get(&S.down[0]) == 0 && seen_get(&S.down[1]) == 0 && seen_get(&S.down[3]) == 0);
+  LC_CHECK(count_everywhere("^serve 621") == 3);
+  LC_CHECK(lc_cluster_worker_stop(c, 1) == -EINVAL); /* ended: nothing to stop */
+  /* back on its place */
+  LC_CHECK_OK(lc_cluster_worker_restart(c, 1));
+  LC_CHECK(seen_get(&S.up[2]) == 2);
+  LC_CHECK(worker_listens(c, 1));
+  LC_CHECK(count_everywhere("^serve 621") == 4);
+  /* the master */
+  if ((f = fopen(pidfile, "r")) != NULL) {
+    if (fgets(text, sizeof(text), f) != NULL)
+      mpid = atoi(text);
+    fclose(f);
+  }
+  LC_REQUIRE(mpid > 1);
+  kill(mpid, SIGKILL);
+  r = lc_cluster_wait(c, 30000);
+  LC_CHECK(r == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "localhost master ended");
+  LC_CHECK(seen_get(&S.down[0]) == 1);
+  LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT); /* the workers still run */
+  /* every worker ends: each reported once, then nothing runs */
+  for (size_t i = 0; i < 3; i++)
+    kill_worker(c, i);
+  for (int k = 0; k < 3; k++) {
+    r = lc_cluster_wait(c, 30000);
+    LC_CHECK(r == LC_EREMOTE);
+    LC_CHECK_CONTAINS(lc_error_last(), " worker-");
+  }
+  LC_CHECK(seen_get(&S.down[1]) == 1 && seen_get(&S.down[2]) == 2 && seen_get(&S.down[3]) == 1);
+  r = lc_cluster_wait(c, 1000);
+  LC_CHECK(r == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "nothing runs");
+  LC_CHECK(seen_get(&S.down[0]) == 1);
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 621") == 0);
+  free_type(m, w);
+  unlink(pidfile);
+}
+
+/* lc_cluster_worker_stop: its port listens no more, nothing of it is left on its host, no event
+ * and no report; restart: the same host and port, listening again, WORKER_UP; wait_ready gets n =
+ * every running worker. */
+static void test_worker_stop_restart(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  lc_process *before;
+  char host[64];
+  int port, h;
+  seen_reset();
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, pid_worker_tmpl));
+  w->wait_ready = hook_wait_ready;
+  o.master_port = 62200;
+  o.worker_ports = "62201-62250";
+  o.on_event = seen_event;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 3));
+  LC_CHECK(seen_get(&S.nready) == 1 && S.ready_n[0] == 3);
+  snprintf(host, sizeof(host), "%s", lc_cluster_worker(c, 2)->host);
+  port = lc_cluster_worker(c, 2)->port;
+  h = atoi(host + 3);
+  LC_CHECK(worker_listens(c, 2));
+  LC_CHECK(th_count_procs(h, "lc-lifeline lab2 worker-2") >= 1);
+  LC_CHECK_OK(lc_cluster_worker_stop(c, 2));
+  LC_CHECK(!worker_listens(c, 2));
+  LC_CHECK(count_everywhere("^serve 622") == 3);
+  LC_CHECK(th_count_procs(h, " w2") == 0);
+  for (int t = 0; t < 100 && th_count_procs(h, "lc-lifeline lab2 worker-2") > 0; t++)
+    usleep(100 * 1000); /* the lifeline's shell goes after its group */
+  LC_CHECK(th_count_procs(h, "lc-lifeline lab2 worker-2") == 0);
+  LC_CHECK(lc_cluster_worker_process(c, 2) == NULL);
+  LC_CHECK(lc_cluster_wait(c, 300) == -ETIMEDOUT); /* no report */
+  LC_CHECK(seen_get(&S.down[3]) == 0);
+  LC_CHECK(lc_cluster_worker_stop(c, 2) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "lab2 worker-2 does not run");
+  LC_CHECK(lc_cluster_worker_stop(c, 7) == -ENOENT);
+  LC_CHECK(lc_cluster_worker_restart(c, 7) == -ENOENT);
+  /* more workers while one is stopped: n counts the running ones (0, 1 and the new 3) */
+  LC_CHECK_OK(lc_cluster_start_workers(c, 1));
+  LC_CHECK(seen_get(&S.nready) == 2 && S.ready_n[1] == 3);
+  /* restart: same place, listening again, an event, n = the four running */
+  LC_CHECK_OK(lc_cluster_worker_restart(c, 2));
+  LC_CHECK(seen_get(&S.nready) == 3 && S.ready_n[2] == 4);
+  LC_CHECK_STR(lc_cluster_worker(c, 2)->host, host);
+  LC_CHECK(lc_cluster_worker(c, 2)->port == port);
+  LC_CHECK(worker_listens(c, 2));
+  LC_CHECK(th_count_procs(h, " w2") == 1);
+  LC_CHECK(seen_get(&S.up[3]) == 2);
+  LC_CHECK(count_everywhere("^serve 622") == 5);
+  /* a running worker restarted: a new process */
+  before = lc_cluster_worker_process(c, 0);
+  LC_CHECK_OK(lc_cluster_worker_restart(c, 0));
+  LC_CHECK(lc_cluster_worker_process(c, 0) != NULL && lc_cluster_worker_process(c, 0) != before);
+  LC_CHECK(count_everywhere("^serve 622") == 5);
+  LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 622") == 0);
+  free_type(m, w);
+}
+
+/* after_start: once per start of workers with (first, n); its error undoes that start. */
+static void test_after_start(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  int r;
+  seen_reset();
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  w->after_start = hook_after_start;
+  o.master_port = 62300;
+  o.worker_ports = "62301-62350";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 2));
+  LC_CHECK(S.after_calls == 1 && S.after_first == 0 && S.after_n == 2);
+  LC_CHECK_OK(lc_cluster_start_workers(c, 1));
+  LC_CHECK(S.after_calls == 2 && S.after_first == 2 && S.after_n == 1);
+  /* refused: the workers of that start go, the earlier ones stay */
+  S.after_fail = 1;
+  r = lc_cluster_start_workers(c, 2);
+  LC_CHECK(r == -EPROTO);
+  LC_CHECK_CONTAINS(lc_error_last(), "after_start failed: after-start refuses (3, 2)");
+  LC_CHECK(S.after_calls == 3);
+  LC_CHECK(lc_cluster_worker_count(c) == 3);
+  LC_CHECK(count_everywhere("^serve 623") == 4);
+  lc_cluster_free(c);
+  LC_CHECK(count_everywhere("^serve 623") == 0);
+  /* refused after lc_cluster_start: nothing is left on any host */
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start(c, 3);
+  LC_CHECK(r == -EPROTO);
+  LC_CHECK_CONTAINS(lc_error_last(), "after-start refuses (0, 3)");
+  LC_CHECK(S.after_calls == 4);
+  LC_CHECK(lc_cluster_worker_count(c) == 0 && lc_cluster_master_port(c) == 0);
+  LC_CHECK(count_everywhere("^serve 623") == 0);
+  lc_cluster_free(c);
+  free_type(m, w);
+}
+
 /* Sends lazyclusterctl to ~/lcbin on each host. */
 static int ship_binary(void) {
   lc_exec_result res;
@@ -635,6 +1030,10 @@ int main(int argc, char **argv) {
       LC_TEST(test_master_moves_with_early_workers),
       LC_TEST(test_workers_move_when_port_taken),
       LC_TEST(test_master_moves_when_its_tunnel_port_is_taken),
+      LC_TEST(test_line_hooks_and_counter),
+      LC_TEST(test_down_events_each_end_once),
+      LC_TEST(test_worker_stop_restart),
+      LC_TEST(test_after_start),
   };
   lc_group_report *rep = NULL;
   lc_runtime_options ro = th_options();
