@@ -3,16 +3,24 @@
  *
  *   lazyclusterctl start --type ./libmytype.so [--type-arg KEY=VALUE]... --workers N
  *
- * It exports one function, `int lc_cluster_type_v1(lc_cluster_type *out)`, which fills in the
- * type: a name, `make` (builds the two launcher structs from the --type-arg options) and
- * `release`. Built here as libmytype.so (examples/CMakeLists.txt: a MODULE library).
+ * It exports one function, the entry point
+ *
+ *   const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version);
+ *
+ * which returns the type, a static struct: a name, `make` (builds the two launcher structs from
+ * the --type-arg options) and `release`. The loader passes its own version number and reads the
+ * struct's version before anything else. Built here as libmytype.so (examples/CMakeLists.txt: a
+ * MODULE library that links nothing of ours).
  *
  * The type, "greeter": the master and every worker listen on their port (127.0.0.1 of their
  * host) and answer each connection with one line, then close it:
- *   master:    "GREETING master"
+ *   master:    "GREETING master on HOST, lazycluster VERSION"
  *   worker I:  "GREETING worker-I of N on HOST"
- * The listener is `lazyclusterctl serve PORT TEXT`, the tiny service the built-in `command` type
- * uses by default. Readiness is the library's default: the port accepts while the process lives.
+ * The master's line is staged as a file in the master's working directory on its host before the
+ * master starts (lc_runtime_write_file), checked there together with the listener's binary
+ * (lc_runtime_exec), and read by the master's command. The listener is `lazyclusterctl serve
+ * PORT TEXT`, the tiny service the built-in `command` type uses by default. Readiness is the
+ * library's default: the port accepts while the process lives.
  *
  * Options (--type-arg KEY=VALUE):
  *   greeting=TEXT  the first word of every answer (default "hello")
@@ -20,18 +28,18 @@
  *                  this plug-in, which must then exist at the same path on every host
  *   mesh=1         every worker's port is also reachable on every host (and here)
  *
- * Rules a plug-in lives by (lazyclusterctl links the library statically and exports none of its
- * symbols):
- *   - it calls no lc_* function: the plug-in would not even load ("undefined symbol"). So it
- *     quotes for the shell itself, and reports a bad option on stderr (a type cannot set the
- *     library's lc_error_last detail);
+ * Rules a plug-in lives by:
+ *   - it may call the public API (lc_shell_quote, lc_runtime_exec, lc_error_set, ...), and links
+ *     nothing of ours: the symbols come from the program that loads it (lazyclusterctl exports
+ *     them), so plug-in and program share one library;
+ *   - a failure sets its detail with lc_error_set, which the program prints;
  *   - the command strings it returns are freed with lc_free, which is free(): use malloc;
  *   - the library stays loaded for the life of the process;
- *   - compile it with the same cluster.h: the structs are versioned (LC_*_VERSION), only ever
- *     grow, and the library reads a field only when the version you set has it; zero the
- *     structs (calloc here), since a zero field means the default.
+ *   - the structs are versioned (LC_*_VERSION), only ever grow, and the library reads a field
+ *     only when the version you set has it; zero the structs (calloc here), since a zero field
+ *     means the default.
  */
-#include <lazycluster/cluster.h>
+#include <lazycluster.h>
 
 #include <errno.h>
 #include <stdarg.h>
@@ -42,39 +50,18 @@
 
 /* The one exported symbol (the project builds with hidden visibility by default). */
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
-PLUGIN_EXPORT int lc_cluster_type_v1(lc_cluster_type *out);
+PLUGIN_EXPORT const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version);
 
 typedef struct greeter {
   lc_master_launcher master;
   lc_worker_launcher worker;
-  char *serve;    /* the lazyclusterctl to run, shell-quoted */
-  char *greeting; /* as given */
+  char *serve_path; /* the lazyclusterctl to run, as given */
+  char *serve;      /* the same, shell-quoted (lc_shell_quote: free with lc_free) */
+  char *greeting;   /* as given */
 } greeter;
 
-/* Appends s to b, quoted for a POSIX shell: 'it'\''s'. */
-static void quote_into(char *b, const char *s) {
-  b += strlen(b);
-  *b++ = '\'';
-  for (; *s != '\0'; s++) {
-    if (*s == '\'') {
-      memcpy(b, "'\\''", 4);
-      b += 4;
-    } else {
-      *b++ = *s;
-    }
-  }
-  *b++ = '\'';
-  *b = '\0';
-}
-
-static char *quote(const char *s) {
-  char *q = malloc(4 * strlen(s) + 3);
-  if (q != NULL) {
-    q[0] = '\0';
-    quote_into(q, s);
-  }
-  return q;
-}
+/* The staged answer of the master, in the master's working directory. */
+#define MASTER_TEXT_FILE "greeter-master.txt"
 
 static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -88,24 +75,60 @@ static char *format(const char *fmt, ...) {
   return s;
 }
 
-/* "exec SERVE serve PORT 'TEXT'": the listener replaces the shell, so stopping the process
- * group stops it. */
+/* "exec SERVE serve PORT TEXT": the listener replaces the shell, so stopping the process group
+ * stops it. text is a shell word, already quoted or expanded by the shell. */
 static int serve_command(greeter *t, int port, const char *text, char **out) {
-  char *q = quote(text);
-  *out = q != NULL ? format("exec %s serve %d %s", t->serve, port, q) : NULL;
-  free(q);
-  return *out != NULL ? 0 : -ENOMEM;
+  *out = format("exec %s serve %d %s", t->serve, port, text);
+  return *out != NULL ? 0 : lc_error_set(-ENOMEM, "greeter: out of memory");
 }
 
+/* The master's runtime: the group's runtime of the master's host (both borrowed). */
+static lc_runtime *master_runtime(lc_cluster *cluster) {
+  const char *host = lc_cluster_master_host(cluster);
+  return host != NULL ? lc_group_find(lc_cluster_group(cluster), host) : NULL;
+}
+
+/* Stages the master's answer on its host, checks it and the listener there, then serves it. */
 static int master_command(lc_master_launcher *self, lc_cluster *cluster, int port, char **out) {
   greeter *t = self->data;
-  char *text = format("%s master", t->greeting);
-  int r;
-  (void)cluster;
-  if (text == NULL)
-    return -ENOMEM;
-  r = serve_command(t, port, text, out);
+  lc_runtime *rt = master_runtime(cluster);
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res = {0};
+  const char *wd = NULL;
+  char *text = NULL, *path = NULL, *check = NULL;
+  int r = -ENOMEM;
+
+  *out = NULL;
+  if (rt == NULL) {
+    r = lc_error_set(-ENOENT, "greeter: the master's host is not in the group");
+    goto out;
+  }
+  if ((r = lc_runtime_workdir(&wd, rt)) < 0)
+    goto out;
+  text = format("%s master on %s, lazycluster %s", t->greeting, lc_runtime_name(rt), lc_version());
+  path = format("%s/" MASTER_TEXT_FILE, wd);
+  check = format("test -x %s && test -s " MASTER_TEXT_FILE, t->serve);
+  if (text == NULL || path == NULL || check == NULL) {
+    r = lc_error_set(-ENOMEM, "greeter: out of memory");
+    goto out;
+  }
+  if ((r = lc_runtime_write_file(rt, path, text, strlen(text), 0644, 30000)) < 0)
+    goto out;
+  eo.cwd = wd;
+  if ((r = lc_runtime_exec(&res, rt, check, &eo)) < 0)
+    goto out;
+  if (res.exit_status != 0) {
+    r = lc_error_set(-ENOENT,
+                     "greeter: %s: %s is not an executable there (give --type-arg "
+                     "serve=PATH)",
+                     lc_runtime_name(rt), t->serve_path);
+    goto out;
+  }
+  r = serve_command(t, port, "\"$(cat " MASTER_TEXT_FILE ")\"", out);
+out:
   free(text);
+  free(path);
+  free(check);
   return r;
 }
 
@@ -113,12 +136,16 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *cluster, const l
                           char **out) {
   greeter *t = self->data;
   char *text = format("%s worker-%d of %d on %s", t->greeting, w->index, w->count, w->host);
+  char *q = NULL;
   int r;
   (void)cluster;
-  if (text == NULL)
-    return -ENOMEM;
-  r = serve_command(t, w->port, text, out);
+  *out = NULL;
+  if (text == NULL || lc_shell_quote(&q, text) < 0)
+    r = lc_error_set(-ENOMEM, "greeter: out of memory");
+  else
+    r = serve_command(t, w->port, q, out);
   free(text);
+  lc_free(q);
   return r;
 }
 
@@ -126,7 +153,8 @@ static void greeter_release(lc_master_launcher *master, lc_worker_launcher *work
   greeter *t = master != NULL ? master->data : worker != NULL ? worker->data : NULL;
   if (t == NULL)
     return;
-  free(t->serve);
+  lc_free(t->serve);
+  free(t->serve_path);
   free(t->greeting);
   free(t);
 }
@@ -151,11 +179,10 @@ static int greeter_make(lc_master_launcher **master, lc_worker_launcher **worker
                (strcmp(v, "0") == 0 || strcmp(v, "1") == 0)) {
       mesh = *v == '1';
     } else {
-      fprintf(stderr,
-              "greeter: --type-arg %s: unknown, or a bad value (greeting=TEXT, "
-              "serve=PATH, mesh=0|1)\n",
-              *args);
-      return -EINVAL;
+      return lc_error_set(-EINVAL,
+                          "greeter: --type-arg %s: unknown, or a bad value (greeting=TEXT, "
+                          "serve=PATH, mesh=0|1)",
+                          *args);
     }
   }
   if (serve == NULL) {
@@ -164,19 +191,21 @@ static int greeter_make(lc_master_launcher **master, lc_worker_launcher **worker
     const char *base;
     self[n > 0 ? n : 0] = '\0';
     base = strrchr(self, '/') != NULL ? strrchr(self, '/') + 1 : self;
-    if (strcmp(base, "lazyclusterctl") != 0) {
-      fprintf(stderr, "greeter: loaded by %s, not lazyclusterctl: give --type-arg serve=PATH\n",
-              self[0] ? self : "an unknown program");
-      return -EINVAL;
-    }
+    if (strcmp(base, "lazyclusterctl") != 0)
+      return lc_error_set(-EINVAL,
+                          "greeter: loaded by %s, not lazyclusterctl: give --type-arg "
+                          "serve=PATH",
+                          self[0] ? self : "an unknown program");
     serve = self;
   }
-  if ((t = calloc(1, sizeof(*t))) == NULL || (t->serve = quote(serve)) == NULL ||
-      (t->greeting = strdup(greeting)) == NULL) {
-    if (t != NULL)
-      free(t->serve);
+  if ((t = calloc(1, sizeof(*t))) == NULL || (t->serve_path = strdup(serve)) == NULL ||
+      lc_shell_quote(&t->serve, serve) < 0 || (t->greeting = strdup(greeting)) == NULL) {
+    if (t != NULL) {
+      lc_free(t->serve);
+      free(t->serve_path);
+    }
     free(t);
-    return -ENOMEM;
+    return lc_error_set(-ENOMEM, "greeter: out of memory");
   }
   t->master.version = LC_MASTER_LAUNCHER_VERSION;
   t->master.data = t;
@@ -198,11 +227,14 @@ static int greeter_make(lc_master_launcher **master, lc_worker_launcher **worker
   return 0;
 }
 
-int lc_cluster_type_v1(lc_cluster_type *out) {
-  memset(out, 0, sizeof(*out));
-  out->version = LC_CLUSTER_TYPE_VERSION;
-  out->name = "greeter";
-  out->make = greeter_make;
-  out->release = greeter_release;
-  return 0;
+static const lc_cluster_type greeter_type = {
+    .version = LC_CLUSTER_TYPE_VERSION,
+    .name = "greeter",
+    .make = greeter_make,
+    .release = greeter_release,
+};
+
+const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version) {
+  /* built against these headers: refuse a library older than them */
+  return library_version >= LC_VERSION_NUMBER ? &greeter_type : NULL;
 }

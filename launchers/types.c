@@ -1,10 +1,12 @@
 /*
- * types.c - finding a cluster type: a built-in one by name, or one from a shared object.
+ * types.c - finding a cluster type: a built-in one by name, or one from a shared object through
+ * its versioned entry point (see lc_cluster_type in lazycluster/cluster.h).
  */
 #include "launchers.h"
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 static const lc_cluster_type *const builtin[] = {&lc__command_type, &lc__dask_type};
@@ -43,26 +45,83 @@ const lc_cluster_type *lc_cluster_type_find(const char *name) {
   return NULL;
 }
 
-int lc_cluster_type_load(lc_cluster_type *out, const char *path) {
-  int (*entry)(lc_cluster_type *);
-  void *so;
-  int r;
-  memset(out, 0, sizeof(*out));
-  if (path == NULL)
-    return lc__error_set(-EINVAL, "cluster type: no path given");
-  if ((so = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL)
-    return lc__error_set(-ENOENT, "cannot load the cluster type %s: %s", path, dlerror());
-  *(void **)&entry = dlsym(so, "lc_cluster_type_v1");
-  if (entry == NULL)
-    return lc__error_set(LC_ECONFIG, "%s is not a cluster type: it exports no lc_cluster_type_v1",
-                         path);
-  if ((r = entry(out)) < 0)
-    return lc__error_set(r, "%s: lc_cluster_type_v1 failed: %s", path, lc_error_last());
-  if (out->version != LC_CLUSTER_TYPE_VERSION || out->make == NULL || out->name == NULL)
+/* The dlopen error, with a hint when what is missing is the library itself. */
+static int load_error(const char *path, const char *why) {
+  const char *hint = strstr(why, "undefined symbol: lc_") != NULL
+                         ? " (the plug-in calls the lazycluster API: load it from a program that "
+                           "exports it, such as lazyclusterctl or one linked against "
+                           "liblazycluster.so)"
+                         : "";
+  return lc__error_set(-ENOENT, "cannot load the cluster type %s: %s%s", path, why, hint);
+}
+
+/*
+ * Checks the struct a plug-in's entry point returned: its version first, and nothing else of it
+ * unless this library knows that version (a newer struct may be longer than ours, or laid out
+ * otherwise).
+ */
+static int check_type(const lc_cluster_type *t, const char *path) {
+  unsigned int v = t->version;
+  if (v < 1 || v > LC_CLUSTER_TYPE_VERSION)
     return lc__error_set(LC_ECONFIG,
-                         "%s: cluster type version %u, name %s, make %s: this "
-                         "library knows version %d with a name and make",
-                         path, out->version, out->name ? out->name : "(none)",
-                         out->make ? "set" : "missing", LC_CLUSTER_TYPE_VERSION);
-  return 0; /* the library stays loaded: its functions are in use */
+                         "%s: built for cluster type version %u; this library (lazycluster %s) "
+                         "knows 1 to %d",
+                         path, v, lc_version(), LC_CLUSTER_TYPE_VERSION);
+  if (t->name == NULL || t->name[0] == '\0' || t->make == NULL)
+    return lc__error_set(LC_ECONFIG, "%s: its cluster type has %s: it needs a name and make", path,
+                         t->make != NULL                         ? "no name"
+                         : t->name != NULL && t->name[0] != '\0' ? "no make"
+                                                                 : "no name and no make");
+  return 0;
+}
+
+int lc_cluster_type_load(const lc_cluster_type **out, const char *path) {
+  lc_cluster_type_entry_fn entry = NULL;
+  const lc_cluster_type *t = NULL;
+  void *so = NULL;
+  int r = LC_EINTERNAL;
+
+  *out = NULL;
+  if (path == NULL) {
+    r = lc__error_set(-EINVAL, "cluster type: no path given");
+    goto out;
+  }
+  if ((so = dlopen(path, RTLD_NOW | RTLD_LOCAL)) == NULL) {
+    r = load_error(path, dlerror());
+    goto out;
+  }
+  *(void **)&entry = dlsym(so, LC_CLUSTER_TYPE_ENTRY);
+  if (entry == NULL) {
+    if (dlsym(so, "lc_cluster_type_v1") != NULL)
+      r = lc__error_set(LC_ECONFIG,
+                        "%s was built for the version-1 cluster type interface "
+                        "(lc_cluster_type_v1), which lazycluster %s no longer loads: port it to "
+                        "`const lc_cluster_type *" LC_CLUSTER_TYPE_ENTRY
+                        "(unsigned int library_version)` returning a static struct (see "
+                        "lazycluster/cluster.h)",
+                        path, lc_version());
+    else
+      r = lc__error_set(LC_ECONFIG,
+                        "%s is not a cluster type: it exports no " LC_CLUSTER_TYPE_ENTRY
+                        " (const lc_cluster_type *" LC_CLUSTER_TYPE_ENTRY
+                        "(unsigned int library_version))",
+                        path);
+    goto out;
+  }
+  lc__error_clear();
+  if ((t = entry(LC_VERSION_NUMBER)) == NULL) {
+    char why[512]; /* the plug-in's own reason, when it set one with lc_error_set */
+    snprintf(why, sizeof(why), "%s", lc_error_last());
+    r = lc__error_set(LC_ECONFIG, "%s: the plug-in refused library version %s (%d)%s%s", path,
+                      lc_version(), LC_VERSION_NUMBER, why[0] ? ": " : "", why);
+    goto out;
+  }
+  if ((r = check_type(t, path)) < 0)
+    goto out;
+  *out = t; /* the object stays loaded: its functions and its struct are in use */
+  r = 0;
+out:
+  if (r < 0 && so != NULL)
+    dlclose(so);
+  return r;
 }

@@ -143,7 +143,13 @@ uint64_t lc__now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-const char *lc_version(void) { return "0.1.0"; }
+#define LC_STR_(x) #x
+#define LC_STR(x) LC_STR_(x)
+const char *lc_version(void) {
+  return LC_STR(LC_VERSION_MAJOR) "." LC_STR(LC_VERSION_MINOR) "." LC_STR(LC_VERSION_PATCH);
+}
+
+unsigned int lc_version_number(void) { return LC_VERSION_NUMBER; }
 
 long long lc__decimal(const char *s, size_t len, size_t max_digits) {
   long long v = 0;

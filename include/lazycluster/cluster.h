@@ -9,7 +9,7 @@
  * round-robin or by declared slots), each worker's context (environment and cluster.json),
  * readiness polled with timeouts (never fixed sleeps), the tunnels, and cleanup. A new cluster
  * type is two such structs (see examples/custom_cluster.c), or a shared object exporting
- * lc_cluster_type_v1 (see lc_cluster_type).
+ * lc_cluster_type_entry (see lc_cluster_type).
  *
  * Threads: any thread but the engine's; calls on one cluster must not overlap.
  *
@@ -377,20 +377,66 @@ LC_EXTERN void lc_cluster_free(lc_cluster *c);
 
 /* ---- cluster types -------------------------------------------------------------------------- */
 
-#define LC_CLUSTER_TYPE_VERSION 1
-
-/**
- * A named cluster type: what lazyclusterctl start --type NAME builds. A shared object provides
- * one by exporting `int lc_cluster_type_v1(lc_cluster_type *out)` filling this struct.
+/*
+ * A cluster type: a name and a maker of its two launchers. The built-in ones come from
+ * lc_cluster_type_find; one in C from a shared object (a plug-in) through its entry point:
+ *
+ *   #include <lazycluster.h>
+ *
+ *   static const lc_cluster_type greeter = {
+ *       .version = LC_CLUSTER_TYPE_VERSION, .name = "greeter", .make = make, .release = release};
+ *
+ *   __attribute__((visibility("default")))
+ *   const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version) {
+ *     return library_version >= LC_VERSION_NUMBER ? &greeter : NULL;  // NULL: too old for us
+ *   }
+ *
+ * built with `cc -shared -fPIC -o libgreeter.so greeter.c` and started with
+ * `lazyclusterctl start --type ./libgreeter.so`. The library calls the entry point with its own
+ * version number (LC_VERSION_NUMBER) and reads only `version` of the struct returned until it
+ * knows that version: a plug-in built against newer headers is refused with a message naming
+ * both versions, never read past its end. The struct is the plug-in's own (static), borrowed for
+ * as long as the plug-in stays loaded, which is the life of the process.
+ *
+ * A plug-in may call the whole public API (lc_shell_quote, lc_runtime_exec, lc_error_set, ...):
+ * it leaves those symbols undefined (do not link it against liblazycluster: a second copy of
+ * the library would have its own engine and error detail) and takes them from the program that
+ * loads it. lazyclusterctl exports them; so does a program linked against liblazycluster.so,
+ * or one linked statically with its symbols exported (-rdynamic).
+ *
+ * Version 1 was filled in by `int lc_cluster_type_v1(lc_cluster_type *out)` into the caller's
+ * struct; this library refuses such a plug-in with a message saying how to port it.
  */
+
+/** The struct's version these headers define; the library reads versions 1 to this one. */
+#define LC_CLUSTER_TYPE_VERSION 2
+
+/** The name of the function a plug-in exports, as a string for dlsym. */
+#define LC_CLUSTER_TYPE_ENTRY "lc_cluster_type_entry"
+
+/** A named cluster type: what `lazyclusterctl start --type NAME` builds. */
 typedef struct lc_cluster_type {
+  /** LC_CLUSTER_TYPE_VERSION of the headers the type was built with; the library reads it first. */
   unsigned int version;
+  /** The type's name ("greeter"): messages and type_name use it. Not NULL, not empty. */
   const char *name;
-  /** Makes the launchers; args are the type's options ("KEY=VALUE", NULL-terminated). */
+  /**
+   * Makes the launchers; args are the type's options ("KEY=VALUE", NULL-terminated; borrowed for
+   * the call). On failure it returns a negative code and sets the detail with lc_error_set
+   * ("greeter: --type-arg colour=red: unknown; want greeting=TEXT ..."). Not NULL.
+   */
   int (*make)(lc_master_launcher **master, lc_worker_launcher **worker, const char *const *args);
-  /** Frees what make made. */
+  /** Frees what make made; the cluster using them is freed first. May be NULL. */
   void (*release)(lc_master_launcher *master, lc_worker_launcher *worker);
 } lc_cluster_type;
+
+/**
+ * The entry point a plug-in exports, named lc_cluster_type_entry (LC_CLUSTER_TYPE_ENTRY).
+ * library_version is the loading library's LC_VERSION_NUMBER. Returns the plug-in's static type,
+ * or NULL to refuse a library too old for it: the loader then says the plug-in refused that
+ * library version, followed by the detail the plug-in set with lc_error_set, if any.
+ */
+typedef const lc_cluster_type *(*lc_cluster_type_entry_fn)(unsigned int library_version);
 
 /** For a type's make: the VALUE of the first "KEY=VALUE" among args (NULL-terminated; NULL is
  * fine), or NULL when key is not there. Borrowed from args. */
@@ -400,11 +446,15 @@ LC_EXTERN const char *lc_cluster_type_arg(const char *const *args, const char *k
 LC_EXTERN const lc_cluster_type *lc_cluster_type_find(const char *name);
 
 /**
- * Loads a type from a shared object (dlopen, then its lc_cluster_type_v1). The library stays
- * loaded for the life of the process. Returns 0, -ENOENT, LC_ECONFIG (no entry point, or a
- * version this library does not know: the detail says which).
+ * Loads a type from a shared object: dlopen, then its lc_cluster_type_entry, then the version of
+ * the struct it returns. *out is the plug-in's own struct, borrowed: the object stays loaded for
+ * the life of the process. On failure *out is NULL, the object is unloaded, and the detail names
+ * path and the cause: it cannot be loaded (-ENOENT; an lc_* symbol it needs that this program
+ * does not export), or LC_ECONFIG: no entry point (or only the version-1 lc_cluster_type_v1), the
+ * plug-in refused this library's version, a struct version this library does not know, or no
+ * name or make.
  */
-LC_EXTERN int lc_cluster_type_load(lc_cluster_type *out, const char *path);
+LC_EXTERN int lc_cluster_type_load(const lc_cluster_type **out, const char *path);
 
 #ifdef __cplusplus
 }

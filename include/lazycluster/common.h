@@ -23,6 +23,12 @@ extern "C" {
 #define LC_VERSION_MAJOR 0
 #define LC_VERSION_MINOR 1
 #define LC_VERSION_PATCH 0
+/**
+ * The version these headers belong to as one number, MAJOR * 1000000 + MINOR * 1000 + PATCH
+ * (0.1.0 is 1000), as SQLite numbers its own: it only ever grows. A plug-in compares the library
+ * it is loaded into (lc_version_number(), or the number its entry point receives) with it.
+ */
+#define LC_VERSION_NUMBER (LC_VERSION_MAJOR * 1000000 + LC_VERSION_MINOR * 1000 + LC_VERSION_PATCH)
 
 /*
  * The project's own error codes. System errors are returned as negative errno values (-ETIMEDOUT,
@@ -64,12 +70,13 @@ LC_EXTERN const char *lc_err_name(int err);
 LC_EXTERN const char *lc_error_last(void);
 
 /**
- * For launchers and plug-ins: sets this thread's error detail (what lc_error_last returns) from
- * fmt as printf does, and returns code, so a method can `return lc_error_set(-EINVAL, "mytype:
- * nthreads=%s: want a number", v);`. fmt NULL: the code's lc_strerror text.
+ * Sets the calling thread's error detail (printf-style, one sentence naming the host, file or
+ * option at fault) and returns code, so that a cluster type or any code called back by the
+ * library can report its own failure: `return lc_error_set(-EINVAL, "greeter: mesh=%s: want 0 or
+ * 1", v);`. The text is cut at 1 KiB.
  */
 LC_EXTERN int lc_error_set(int code, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
+#ifdef __GNUC__
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
@@ -106,6 +113,9 @@ LC_EXTERN void lc_set_warning_handler(lc_warning_cb cb, void *payload);
 
 /** The library's version as "MAJOR.MINOR.PATCH". Static storage. */
 LC_EXTERN const char *lc_version(void);
+
+/** The library's version as one number (LC_VERSION_NUMBER of the headers it was built with). */
+LC_EXTERN unsigned int lc_version_number(void);
 
 #ifdef __cplusplus
 }

@@ -111,7 +111,6 @@ static int parse_seconds(const char *v, int *ms) {
 int cli_start(int argc, char **argv) {
   cli_hostopts h;
   lc_cluster_options co = LC_CLUSTER_OPTIONS_INIT;
-  lc_cluster_type type_so;
   const lc_cluster_type *type = NULL;
   const char *type_name = "command", *master_cmd = NULL, *worker_cmd = NULL;
   const char *type_args[34];
@@ -191,9 +190,8 @@ int cli_start(int argc, char **argv) {
 
   /* the cluster type and its launchers */
   if (strchr(type_name, '/') != NULL || strstr(type_name, ".so") != NULL) {
-    if ((r = lc_cluster_type_load(&type_so, type_name)) < 0)
+    if ((r = lc_cluster_type_load(&type, type_name)) < 0)
       return cli_fail("start", r, "--type");
-    type = &type_so;
   } else if ((type = lc_cluster_type_find(type_name)) == NULL) {
     return cli_usage_error("start", "--type %s: unknown (command, dask, or PATH.so)", type_name);
   }
@@ -211,9 +209,15 @@ int cli_start(int argc, char **argv) {
     return cli_usage_error("start", "--master-cmd and --worker-cmd are for --type command");
   }
   type_args[ntype_args] = NULL;
+  lc_error_set(0, "%s", ""); /* a type that fails without a detail leaves none behind */
   if ((r = type->make(&ml, &wl, type_args)) < 0) {
-    status = cli_fail("start", r, "bad cluster type options");
-    status = CLI_EXIT_USAGE;
+    const char *detail = lc_error_last();
+    fprintf(stderr, CLI_NAME " start: --type %s: the %s type could not make its launchers: %s%s\n",
+            type_name, type->name, detail[0] ? detail : lc_strerror(r),
+            detail[0] ? "" : " (the type gave no detail)");
+    status = r == -EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    ml = NULL;
+    wl = NULL;
     goto out;
   }
 
@@ -299,7 +303,7 @@ out:
   lc_discovery_free(d);
   lc_group_free(g);
   lc_engine_free(engine);
-  if (type != NULL && type->release != NULL)
+  if (type != NULL && type->release != NULL && (ml != NULL || wl != NULL))
     type->release(ml, wl);
   if (strcmp(type_name, "command") == 0 && type_args[0] != NULL) {
     free((char *)type_args[ntype_args - 1]);

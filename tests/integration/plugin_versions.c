@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
-PLUGIN_EXPORT int lc_cluster_type_v1(lc_cluster_type *out);
+PLUGIN_EXPORT const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version);
 
 #if defined(PLUGIN_OLD_LAUNCHERS)
 #define TYPE_NAME "old"
@@ -127,11 +127,10 @@ static void release(lc_master_launcher *master, lc_worker_launcher *worker) {
   free(c); /* the block: cmds come first */
 }
 
-int lc_cluster_type_v1(lc_cluster_type *out) {
-  memset(out, 0, sizeof(*out));
-  out->version = LC_CLUSTER_TYPE_VERSION;
-  out->name = TYPE_NAME;
-  out->make = make;
-  out->release = release;
-  return 0;
+static const lc_cluster_type type = {
+    .version = LC_CLUSTER_TYPE_VERSION, .name = TYPE_NAME, .make = make, .release = release};
+
+const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version) {
+  (void)library_version;
+  return &type;
 }
