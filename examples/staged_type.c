@@ -204,6 +204,19 @@ static const lc_cluster_type staged_type_def = {
     .release = staged_release,
 };
 
+/* The plug-in's way in: lazyclusterctl calls it with its library's version; a library older than
+ * the headers this was built with may lack functions it calls, so it is refused. */
+__attribute__((visibility("default"))) const lc_cluster_type *
+lc_cluster_type_entry(unsigned int library_version);
+const lc_cluster_type *lc_cluster_type_entry(unsigned int library_version) {
+  if (library_version < LC_VERSION_NUMBER) {
+    lc_error_set(-ENOTSUP, "staged: built with lazycluster %u, needs that or newer",
+                 (unsigned)LC_VERSION_NUMBER);
+    return NULL;
+  }
+  return &staged_type_def;
+}
+
 /* The static way in: a program that links this file. */
 const lc_cluster_type *staged_type(void);
 const lc_cluster_type *staged_type(void) { return &staged_type_def; }
