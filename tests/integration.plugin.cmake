@@ -27,7 +27,7 @@ if(TARGET mytype)
   target_compile_definitions(plugin_old PRIVATE PLUGIN_OLD_LAUNCHERS)
   target_compile_definitions(plugin_limits PRIVATE PLUGIN_TYPE_LIMITS)
   list(APPEND LC_PLUGIN_ENV "LC_PLUGIN_OLD=$<TARGET_FILE:plugin_old>"
-    "LC_PLUGIN_LIMITS=$<TARGET_FILE:plugin_limits>")
+    "LC_PLUGIN_LIMITS=$<TARGET_FILE:plugin_limits>" "LC_PLUGIN_STAGED=$<TARGET_FILE:staged>")
   add_test(NAME test_plugin COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_plugin.sh)
   set_tests_properties(test_plugin PROPERTIES LABELS integration TIMEOUT 300
     FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts

@@ -25,6 +25,7 @@ makefail=${LC_PLUGIN_MAKEFAIL:?LC_PLUGIN_MAKEFAIL names the plug-in whose make f
 if [ "$mode" = all ]; then
   oldso=${LC_PLUGIN_OLD:?LC_PLUGIN_OLD names the plug-in with the older launcher layouts}
   limitsso=${LC_PLUGIN_LIMITS:?LC_PLUGIN_LIMITS names the plug-in that states its start limits}
+  staged=${LC_PLUGIN_STAGED:?LC_PLUGIN_STAGED names libstaged.so (examples/staged_type.c)}
   dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
   th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
   cfg=$dir/ssh_config
@@ -198,6 +199,32 @@ done
 while read -r role port host; do
   check "hosts: $role's port $port: ours no longer answers here" not_ours "$port"
 done <"$tmp/table"
+
+# ---- examples/staged_type.c as a plug-in (libstaged.so): it stages lazyclusterctl and a file on
+# ---- each host with prepare_host, one file per worker with prepare_worker; spread over two hosts
+token=st$$x$RANDOM
+start -F "$cfg" --hosts lab0,lab1 --type "$staged" --type-arg serve="$ctl" --type-arg text=$token \
+  --workers 4; ok=$?
+check "staged: start reaches ready:" [ "$ok" -eq 0 ]
+table >"$tmp/table"
+check "staged: a master and 4 workers" [ "$(grep -c . "$tmp/table")" -eq 5 ]
+while read -r role port host; do
+  [ "$role" = master ] && want="staged master" || want="$token from $host, $role, cuda=none"
+  got=$(answer "$port")
+  check "staged: $role on $host answers here on $port: $want" [ "$got" = "$want" ]
+done <"$tmp/table"
+check "staged: spread: two workers on each host" [ "$(grep -c '^worker.* lab0$' "$tmp/table")" -eq 2 \
+  -a "$(grep -c '^worker.* lab1$' "$tmp/table")" -eq 2 ]
+stop
+show
+check "staged: SIGINT: exit 0" [ "$rc" -eq 0 ]
+for i in 0 1; do
+  procs=$("$th" pids $i | while read -r p; do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c -- "$token")
+  check "staged: lab$i: no process left" [ "$procs" -eq 0 ]
+  left=$("$th" exec $i -- sh -c 'ls -A "$HOME/.cache/lazycluster" 2>/dev/null')
+  check "staged: lab$i: no working directory (nor staged file) left" [ -z "$left" ]
+done
 
 # ---- the greeter's master method checks its host through the API: a listener that is not there
 (cd "$tmp/run" && timeout 60 "$ctl" start --type ./libmytype.so --type-arg serve=/no/such/ctl \
