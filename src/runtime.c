@@ -159,7 +159,6 @@ static void close_fn(lc__call *c) {
     }
     if (rt->ops->fwd_stop != NULL)
       rt->ops->fwd_stop(f);
-    lc__forward_close_relays(f);
     __atomic_store_n(&f->up, 0, __ATOMIC_RELEASE);
     f->rt = NULL;
   }

@@ -197,11 +197,6 @@ void lc__forward_ready(lc_forward *f, const lc__err *err);
 void lc__forward_set_up(lc_forward *f, int up, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
-/* Relays a connected local stream to another (local backend): both are owned by the relay,
- * which belongs to f until either side closes. */
-void lc__relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b);
-/* Closes every stream relay of f now. */
-void lc__forward_close_relays(lc_forward *f);
 
 /* group.c: forwards kept together, and the tunnel mesh. */
 typedef struct lc__fwdlist {

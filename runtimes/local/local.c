@@ -4,7 +4,7 @@
  * stderr pipes. No sshd
  * needed. Commands start in $HOME, as they would over SSH.
  */
-#include "../../src/runtime_internal.h"
+#include "local_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -220,7 +220,7 @@ static void on_target_connected(uv_connect_t *req, int status) {
     uv_close((uv_handle_t *)req->handle, (uv_close_cb)free);
   } else {
     uv_tcp_nodelay((uv_tcp_t *)req->handle, 1);
-    lc__relay_streams(lc->f, (uv_stream_t *)lc->client, req->handle);
+    lc__local_relay_streams(lc->f, (uv_stream_t *)lc->client, req->handle);
   }
   free(lc);
 }
@@ -250,10 +250,12 @@ static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   f->backend = lc;
 }
 
+/* f is going away: its connects in flight and its relays let go of it, the relays close. */
 static void local_fwd_stop(lc_forward *f) {
   for (lconnect *lc = f->backend; lc != NULL; lc = lc->next)
     lc->f = NULL;
   f->backend = NULL;
+  lc__local_relays_close(f);
 }
 
 static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
