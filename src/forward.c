@@ -321,6 +321,28 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
   return r;
 }
 
+int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    lc_forward **v = lc__realloc(l->v, cap * sizeof(*v));
+    if (v == NULL) {
+      lc_forward_free(f);
+      return lc__error_set(-ENOMEM, "out of memory");
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = f;
+  return 0;
+}
+
+void lc__fwdlist_free(lc__fwdlist *l) {
+  for (size_t i = 0; i < l->n; i++)
+    lc_forward_free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
 int lc_forward_port(const lc_forward *f) { return f->port; }
 
 int lc_forward_is_up(const lc_forward *f) { return __atomic_load_n(&f->up, __ATOMIC_ACQUIRE); }

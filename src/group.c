@@ -3,7 +3,7 @@
  * `fanout` hosts, and each host walks through its steps as its processes finish (no thread per
  * host). Hosts that finish hand their slot to the next one. The caller waits for the whole job.
  */
-#include "runtime_internal.h"
+#include "group_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -676,28 +676,6 @@ int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, siz
 }
 
 /* ---- tunnels ------------------------------------------------------------------------------ */
-
-int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    lc_forward **v = lc__realloc(l->v, cap * sizeof(*v));
-    if (v == NULL) {
-      lc_forward_free(f);
-      return lc__error_set(-ENOMEM, "out of memory");
-    }
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = f;
-  return 0;
-}
-
-void lc__fwdlist_free(lc__fwdlist *l) {
-  for (size_t i = 0; i < l->n; i++)
-    lc_forward_free(l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
 
 /*
  * Makes each port[k] of owner[k] (NULL: this machine) reachable as localhost:port here (a local

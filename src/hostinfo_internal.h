@@ -13,6 +13,8 @@
 
 #include "internal.h"
 
+#include "lazycluster/hostinfo.h"
+
 /* v1 memory limits at or above this mean "no limit" (the kernel shows ~2^63 rounded to a page). */
 #define LC__CGROUP_V1_UNLIMITED (UINT64_C(1) << 60)
 

@@ -4,7 +4,14 @@
 #ifndef LC_INTERNAL_H
 #define LC_INTERNAL_H
 
+#include "lazycluster/common.h"
+
+/* Transitional: src/cluster.c and launchers/ (built with LC__UNSPLIT_CLUSTER, see CMakeLists.txt)
+ * still take the whole public API from here; the cluster split makes them include what they use
+ * and drops this. */
+#ifdef LC__UNSPLIT_CLUSTER
 #include "lazycluster.h"
+#endif
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -8,6 +8,9 @@
 
 #include "internal.h"
 
+#include "lazycluster/ports.h"
+#include "lazycluster/runtime.h"
+
 /*
  * The listing of a host's listening TCP ports, IPv4 and IPv6: ss asked for listeners only, where
  * ss is; else /proc/net/tcp and /proc/net/tcp6. ss first because its kernel side visits only the

@@ -8,6 +8,9 @@
 
 #include "engine.h"
 
+#include "lazycluster/forward.h"
+#include "lazycluster/runtime.h"
+
 #include <sys/socket.h>
 
 #define LC__LINE_MAX (1024 * 1024)
@@ -198,12 +201,15 @@ void lc__forward_set_up(lc_forward *f, int up, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
 
-/* group.c: forwards kept together, and the tunnel mesh. */
+/* forward.c: forwards kept together (a group's tunnel mesh, a cluster's tunnels); the list owns
+ * them. Any thread but the engine's. */
 typedef struct lc__fwdlist {
   lc_forward **v;
   size_t n, cap;
 } lc__fwdlist;
+/* Adds f to l; on -ENOMEM f is freed. */
 int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f);
+/* Frees every forward of l and empties it. */
 void lc__fwdlist_free(lc__fwdlist *l);
 /* A forward for lc__forwards_new. */
 typedef struct lc__fwd_spec {
@@ -216,12 +222,6 @@ typedef struct lc__fwd_spec {
 /* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
  * 0 or the first error, as lc_forward_new would. */
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
-int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep);
-/* lc__group_expose of n ports, all at once. */
-int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
-                          lc__fwdlist *keep);
-lc_engine *lc__group_engine(const lc_group *g);
-lc_runtime *lc__cluster_master_runtime(const lc_cluster *c);
 
 /* command.c: composing what a host runs. */
 /* What a script prints first on stdout and on stderr: the output before it is the login shell's
@@ -262,5 +262,11 @@ int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *
 /* lc_runtime_new_ssh with an explicit ProxyJump (NULL: as the config says). */
 int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
                             const lc_runtime_options *opts);
+
+/* Transitional, for src/cluster.c alone (LC__UNSPLIT_CLUSTER): the group's internals it uses;
+ * the cluster split includes group_internal.h itself and drops this. */
+#ifdef LC__UNSPLIT_CLUSTER
+#include "group_internal.h"
+#endif
 
 #endif /* LC_RUNTIME_INTERNAL_H */
