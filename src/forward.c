@@ -223,7 +223,7 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
   if (target_port < 1 || target_port > 65535)
     return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)",
                          target_port);
-  if (kind == LC_FORWARD_REMOTE || rt->ops == &lc__local_ops) {
+  if (kind == LC_FORWARD_REMOTE || lc__runtime_on_this_machine(rt)) {
     struct sockaddr_storage probe;
     if (lc__forward_target_addr(&probe, target_host, target_port) < 0)
       return lc__error_set(-EINVAL, "forward: target %s must be an IP address or localhost: "

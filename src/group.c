@@ -694,13 +694,13 @@ int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port
     return lc__error_set(-ENOMEM, "out of memory");
   for (size_t k = 0; k < n; k++) {
     lc__fwd_spec s = {.port = port[k], .target = "127.0.0.1", .target_port = port[k]};
-    if (owner[k] != NULL && owner[k]->ops != &lc__local_ops) {
+    if (owner[k] != NULL && !lc__runtime_on_this_machine(owner[k])) {
       s.rt = owner[k];
       s.kind = LC_FORWARD_LOCAL;
       spec[ns++] = s;
     }
     for (size_t i = 0; i < g->n; i++) {
-      if (g->rts[i] == owner[k] || g->rts[i]->ops == &lc__local_ops)
+      if (g->rts[i] == owner[k] || lc__runtime_on_this_machine(g->rts[i]))
         continue; /* this machine already has the port */
       s.rt = g->rts[i];
       s.kind = LC_FORWARD_REMOTE;

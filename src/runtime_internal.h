@@ -103,9 +103,19 @@ struct lc_forward {
   unsigned long retry_ms;  /* backoff of a remote listen that failed after a reconnect */
 };
 
-/* What a backend does; every function runs on the engine thread. */
+/* Capability flags of a backend (lc__backend_ops.caps), for the layers that must know what a
+ * runtime is without naming its backend. */
+/* Runs on this machine: its ports are this machine's (nothing needs forwarding to reach them),
+ * and a forward's target is connected from here. */
+#define LC__BACKEND_ON_THIS_MACHINE (1u << 0)
+
+/* What a backend does; every function runs on the engine thread unless it says otherwise. */
 struct lc__backend_ops {
   const char *name;
+  unsigned caps; /* LC__BACKEND_* flags */
+  /* Caller's thread, before the engine sees rt: reads the host's settings into rt->backend;
+   * via, when not NULL, overrides its ProxyJump. NULL: nothing to read. */
+  int (*prepare)(lc_runtime *rt, const char *host, const char *via, lc__err *err);
   /* Connects; ends with lc__runtime_connected(rt, code, err). */
   void (*connect)(lc_runtime *rt);
   /* Starts p->command as the user's login shell would (`/bin/sh -c` locally), its stdin
@@ -172,7 +182,15 @@ int lc__proc_launch(lc_process *p, lc__err *err);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
 void lc__proc_release(lc_process *p);
 
-/* Runtimes for groups: settings read here (any thread), connected on the engine thread. */
+/* For backends' constructors (any thread but the engine's): a runtime on ops, its settings read
+ * by ops->prepare (via: the ProxyJump, NULL as the config says), connected unless connect is 0. */
+int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *engine,
+                     const char *host, const char *via, const lc_runtime_options *opts,
+                     int connect);
+/* Whether rt runs on this machine (LC__BACKEND_ON_THIS_MACHINE). Any thread. */
+int lc__runtime_on_this_machine(const lc_runtime *rt);
+/* Runtimes for groups (runtimes/ssh): settings read here (any thread), connected on the engine
+ * thread. */
 int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
                             const lc_runtime_options *opts);
 void lc__runtime_connect_async(lc_runtime *rt, void (*cb)(lc_runtime *, const lc__err *, void *),
@@ -254,19 +272,12 @@ int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const 
                         int keep);
 int lc__signal_from_name(const char *name);
 
-/* backends */
-extern const lc__backend_ops lc__ssh_ops;
-extern const lc__backend_ops lc__local_ops;
-/* Caller's thread: reads the host's settings; via, when not NULL, overrides its ProxyJump. */
-int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err);
-/* lc_runtime_new_ssh with an explicit ProxyJump (NULL: as the config says). */
-int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
-                            const lc_runtime_options *opts);
-
 /* Transitional, for src/cluster.c alone (LC__UNSPLIT_CLUSTER): the group's internals it uses;
  * the cluster split includes group_internal.h itself and drops this. */
 #ifdef LC__UNSPLIT_CLUSTER
 #include "group_internal.h"
+/* workers_ready's `f.rt->ops != &lc__local_ops` becomes !lc__runtime_on_this_machine(f.rt). */
+extern const lc__backend_ops lc__local_ops;
 #endif
 
 #endif /* LC_RUNTIME_INTERNAL_H */

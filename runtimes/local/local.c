@@ -262,6 +262,8 @@ static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt)
 
 const lc__backend_ops lc__local_ops = {
     .name = "local",
+    .caps = LC__BACKEND_ON_THIS_MACHINE,
+    .prepare = NULL,
     .connect = local_connect,
     .proc_start = local_proc_start,
     .proc_kick = local_proc_kick,
@@ -270,3 +272,7 @@ const lc__backend_ops lc__local_ops = {
     .fwd_stop = local_fwd_stop,
     .close = local_close,
 };
+
+int lc_runtime_new_local(lc_runtime **out, lc_engine *engine, const lc_runtime_options *opts) {
+  return lc__runtime_make(out, &lc__local_ops, engine, "localhost", NULL, opts, 1);
+}

@@ -7,6 +7,8 @@
 
 #include "../../src/runtime_internal.h"
 
+extern const lc__backend_ops lc__local_ops;
+
 /* Relays a connected local stream to another: both are owned by the relay, which belongs to f
  * (in f->relays) until either side closes. */
 void lc__local_relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b);

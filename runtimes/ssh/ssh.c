@@ -1503,7 +1503,8 @@ static void conn_close(sconn *c, void (*done)(lc_runtime *rt)) {
   handle_closed(&fake);
 }
 
-int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err) {
+/* ops->prepare: reads the host's settings; via, when not NULL, overrides its ProxyJump. */
+static int ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err) {
   sconn *c = NULL;
   const char *jump_spec;
   char *jump_copy = NULL;
@@ -1550,8 +1551,8 @@ int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *
     last = strrchr(jump_copy, ',');
     if (last != NULL)
       *last++ = '\0';
-    if ((r = lc__runtime_new_ssh_via(&rt->jump, rt->engine, last ? last : jump_copy,
-                                     last ? jump_copy : NULL, &rt->opts)) < 0) {
+    if ((r = lc__runtime_make(&rt->jump, &lc__ssh_ops, rt->engine, last ? last : jump_copy,
+                              last ? jump_copy : NULL, &rt->opts, 1)) < 0) {
       r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, lc_error_last());
       goto out;
     }
@@ -1571,6 +1572,8 @@ out:
 
 const lc__backend_ops lc__ssh_ops = {
     .name = "ssh",
+    .caps = 0,
+    .prepare = ssh_prepare,
     .connect = ssh_connect_start,
     .proc_start = ssh_proc_start,
     .proc_kick = ssh_proc_kick,
@@ -1580,3 +1583,13 @@ const lc__backend_ops lc__ssh_ops = {
     .fwd_stop = lc__tunnel_fwd_stop,
     .close = ssh_close,
 };
+
+int lc_runtime_new_ssh(lc_runtime **out, lc_engine *engine, const char *host,
+                       const lc_runtime_options *opts) {
+  return lc__runtime_make(out, &lc__ssh_ops, engine, host, NULL, opts, 1);
+}
+
+int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
+                            const lc_runtime_options *opts) {
+  return lc__runtime_make(out, &lc__ssh_ops, engine, host, NULL, opts, 0);
+}

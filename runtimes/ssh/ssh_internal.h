@@ -161,4 +161,7 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client);
 void lc__tunnel_fwd_start(lc_forward *f);
 void lc__tunnel_fwd_stop(lc_forward *f);
 
+/* The SSH backend (ssh.c). */
+extern const lc__backend_ops lc__ssh_ops;
+
 #endif /* LC_SSH_INTERNAL_H */

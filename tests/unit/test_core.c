@@ -337,8 +337,34 @@ static void test_engine_start_stop(void) {
   lc_engine_free(NULL);
 }
 
+/*
+ * What a runtime is comes from its backend's ops table, chosen by the backend's constructor:
+ * the local one runs on this machine, an SSH one (settings read, never connected) does not.
+ */
+static void test_backend_caps(void) {
+  char config[] = "/tmp/lc-test-caps-XXXXXX";
+  lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
+  lc_engine *e = NULL;
+  lc_runtime *local = NULL, *ssh = NULL;
+  int fd = mkstemp(config);
+  LC_REQUIRE(fd >= 0);
+  LC_REQUIRE(write(fd, "Host capstest\n  HostName 127.0.0.1\n  Port 1\n", 44) == 44);
+  close(fd);
+  o.ssh_config = config;
+  LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+  LC_REQUIRE_OK(lc_runtime_new_local(&local, e, NULL));
+  LC_CHECK(lc__runtime_on_this_machine(local));
+  LC_REQUIRE_OK(lc__runtime_prepare_ssh(&ssh, e, "capstest", &o));
+  LC_CHECK(!lc__runtime_on_this_machine(ssh));
+  lc__runtime_discard(ssh);
+  lc_runtime_free(local);
+  lc_engine_free(e);
+  unlink(config);
+}
+
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
              LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_transfer_scripts),
-             LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop))
+             LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop),
+             LC_TEST(test_backend_caps))
