@@ -98,7 +98,7 @@ struct lc_forward {
   int announced;           /* came up once: later changes go to on_state */
   uv_tcp_t *listener;      /* generic local listener, or NULL */
   void *backend;
-  struct srelay *relays;   /* stream relays (local runtime) */
+  struct lc__stream_relay *relays; /* stream relays (local runtime) */
   lc__call *call;          /* the start waiting for the first "up" */
   unsigned long retry_ms;  /* backoff of a remote listen that failed after a reconnect */
 };
