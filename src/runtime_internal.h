@@ -252,6 +252,8 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
 int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
                         const lc_exec_options *opts, int heartbeat_s, int grace_ms,
                         const char *setup, const char *cleanup, const char *host, lc__err *err);
+/* The lifeline's sweep, sh text that defines lc_sweep SIG (see command.c); for its unit test. */
+const char *lc__command_lifeline_sweep(void);
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
 int lc__command_get_file(lc__buf *out, const char *path);
 /* Makes working directory NAME under root and prints its path; unless keep, it then stays (the
