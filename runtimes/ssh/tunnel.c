@@ -71,7 +71,9 @@ void lc__tunnel_end(lc__ssh_chan *k) {
 }
 
 static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  static char rbuf[2 * PACKET_DATA]; /* whole packets; 256 KiB reads took 15% more CPU per GiB */
+  /* whole packets; larger reads cost more CPU per byte (docs/benchmarks.md, "Measurements quoted
+   * by the code", M2) */
+  static char rbuf[2 * PACKET_DATA];
   (void)h;
   (void)suggested;
   buf->base = rbuf;
@@ -164,7 +166,8 @@ void lc__tunnel_pump(lc__ssh_chan *k) {
   }
   /* data waits for the channel: one libssh poll round now (it sends what libssh holds if the
    * socket takes it, and takes the host's window adjusts) lets it go on in this same pass; waiting
-   * for the next wake-up instead cost about 15% more CPU per GiB sent */
+   * for the next wake-up instead costs more CPU per byte sent (docs/benchmarks.md, "Measurements
+   * quoted by the code", M3) */
   if (k->to_chan.len > k->to_chan_off)
     ssh_channel_poll(k->ch, 0);
   /* channel -> stream: what the data callback left in libssh's buffer, and the window top-up;
@@ -256,7 +259,8 @@ static void on_relay_close(ssh_session s, ssh_channel ch, void *userdata) {
  * adds some): written to the stream when it takes it; returns what was taken (the rest stays in
  * the buffer for lc__tunnel_pump). During a wake-up's poll rounds less than RELAY_HOLD is held
  * back: one write then carries eight packets, not one, and the reader wakes once for them
- * (download throughput +20%, measured); lc__tunnel_pump writes what is held at the end of the
+ * (faster downloads: docs/benchmarks.md, "Measurements quoted by the code", M4);
+ * lc__tunnel_pump writes what is held at the end of the
  * wake-up unless more is already waiting in the socket. */
 static int on_relay_data(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
                          void *userdata) {
