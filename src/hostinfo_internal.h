@@ -1,6 +1,6 @@
 /*
  * hostinfo_internal.h - the parsers behind lc_hostinfo_local, shared with the remote host facts
- * (hostfacts.c) and the unit tests.
+ * (src/hostfacts/parse.c) and the unit tests.
  *
  * Every reader takes root, the directory that stands for "/": "/" on a live system, a fixture
  * tree in the tests. Paths read below it: etc/os-release, usr/lib/os-release, proc/meminfo,
