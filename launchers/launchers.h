@@ -5,6 +5,7 @@
 #define LC_LAUNCHERS_H
 
 #include "../src/internal.h"
+#include "lazycluster.h"
 
 /* Expands a command template for a master (w NULL) or a worker; see command.c. */
 int lc__template_expand(char **out, const char *tmpl, int master_port, const lc_worker_info *w,

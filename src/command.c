@@ -26,13 +26,14 @@
  */
 
 /*
- * The lifeline, in POSIX sh (dash on Debian): runs $c in its own process group (setsid), with
- * stdin as a control line: "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the group,
- * $g tenths of a second of grace, then SIGKILL. With $hb > 0, $hb seconds without a heartbeat
- * also stop it. Processes that left the group (setsid, double fork) are found by the LC_LIFELINE
- * variable they inherited and ended with it, also when the command exits by itself. After that, $x
- * (when not empty) runs: cleanup that must happen however the command ended. The wrapper exits
- * as the command did; a command ended by a signal is reported as that signal.
+ * The lifeline, in POSIX sh (dash on Debian): runs $lc_command in its own process group (setsid),
+ * with stdin as a control line: "h" = heartbeat, "s" = stop, EOF = stop. Stop = SIGTERM to the
+ * group, $lc_grace_tenths tenths of a second of grace, then SIGKILL. With $lc_heartbeat_s > 0,
+ * that many seconds without a heartbeat also stop it. Processes that left the group (setsid,
+ * double fork) are found by the LC_LIFELINE variable they inherited and ended with it, also when
+ * the command exits by itself. After that, $lc_cleanup (when not empty) runs: cleanup that must
+ * happen however the command ended. The wrapper exits as the command did; a command ended by a
+ * signal is reported as that signal.
  *
  * Nothing waits busily: the reader blocks in `read`, the watchdog in `wait` on one `sleep` per
  * third of the limit (a heartbeat, SIGUSR1 from the reader, resets its count), the wrapper in
@@ -40,86 +41,109 @@
  * itself. The watchdog's sleep is ended with SIGKILL: a SIGTERM that came between its fork and
  * its exec would be taken by the shell's inherited trap and lost.
  *
- * The sweep for processes that left the group reads only the PIDs made since the wrapper started,
- * when that range is known to be complete (below), instead of every process's environ on the
- * host. The variables set before this text: hb g x c, and the exports in setup().
+ * The variables set before this text: lc_heartbeat_s lc_grace_tenths lc_cleanup lc_command, and
+ * the exports in setup(). Every variable of the wrapper starts with lc_, so that none takes the
+ * value or the export of a variable of the login environment.
  */
+
+/*
+ * lc_sweep SIG: sends SIG to the processes that left the command's group (setsid, daemons) but
+ * still carry LC_LIFELINE=$$; returns 0 when it found any, else 1. They were all made after this
+ * wrapper, so their PIDs lie between $$ and the last PID handed out (/proc/loadavg), unless PIDs
+ * wrapped around: a lap needs more than 32468 new PIDs (the kernel's smallest default pid_max,
+ * 32768, less the 300 it skips), and fork and exit each hold the kernel's task list lock for
+ * writing, so no host makes 250000 a second. So when the last PID is above $$, at most 4096
+ * further, and less than 32468 / 250000 s (12 hundredths) passed since $lc_started (the uptime
+ * when the wrapper started, "SECONDS.HH", or empty when unknown), only those PIDs whose environ
+ * this user may read are looked at, and a command that left nothing behind costs no grep at all
+ * (the reader, the watchdog and its sleep are reaped before the last sweep). Anything else reads
+ * every process. Tested alone by test_core (lc__command_lifeline_sweep).
+ */
+static const char lifeline_sweep_sh[] =
+    "lc_sweep() {\n"
+    "  lc_none_found=1; lc_environs=\n"
+    "  if [ -n \"$lc_started\" ] && read -r lc_now _ </proc/uptime &&\n"
+    "     read -r _ _ _ _ lc_last_pid </proc/loadavg &&\n"
+    "     [ $(( (${lc_now%.*}${lc_now#*.} - ${lc_started%.*}${lc_started#*.} + 1) * 2500 )) "
+    "-lt 32468 ] &&\n"
+    "     [ \"$lc_last_pid\" -ge $$ ] && [ $((lc_last_pid - $$)) -le 4096 ]; then\n"
+    "    lc_next_pid=$$\n"
+    "    while [ \"$lc_next_pid\" -lt \"$lc_last_pid\" ]; do lc_next_pid=$((lc_next_pid+1))\n"
+    "      [ -r /proc/$lc_next_pid/environ ] && "
+    "lc_environs=\"$lc_environs /proc/$lc_next_pid/environ\"\n"
+    "    done\n"
+    "  else lc_environs='/proc/[0-9]*/environ'; fi\n"
+    "  [ -n \"$lc_environs\" ] || return 1\n"
+    "  for lc_found in $(grep -lzxF \"LC_LIFELINE=$$\" $lc_environs); do\n"
+    "    lc_found=${lc_found#/proc/}; kill -\"$1\" \"${lc_found%/environ}\"; lc_none_found=0\n"
+    "  done\n"
+    "  return $lc_none_found\n"
+    "}\n";
+
+/* The wrapper around the command; lifeline_sweep_sh comes before it. */
 static const char lifeline_sh[] =
     "exec 3<&0 </dev/null\n"
-    "read -r t _ </proc/uptime || t=\n"
-    "case $t in *.[0-9][0-9]) ;; *) t= ;; esac; case $t in 0*) t= ;; esac\n"
-    "for S in /usr/bin/setsid /bin/setsid setsid; do [ -x \"$S\" ] && break; done\n"
-    "{ setup; export LC_LIFELINE=$$; exec \"$S\" /bin/sh -c \"$c\"; } 3<&- &\n"
-    "p=$!\n"
+    "read -r lc_started _ </proc/uptime || lc_started=\n"
+    "case $lc_started in *.[0-9][0-9]) ;; *) lc_started= ;; esac\n"
+    "case $lc_started in 0*) lc_started= ;; esac\n"
+    "for lc_setsid in /usr/bin/setsid /bin/setsid setsid; do\n"
+    "  [ -x \"$lc_setsid\" ] && break\n"
+    "done\n"
+    "{ setup; export LC_LIFELINE=$$; exec \"$lc_setsid\" /bin/sh -c \"$lc_command\"; } 3<&- &\n"
+    "lc_command_pid=$!\n"
     /* not the command's: ignored here, so that a heartbeat that comes before the watchdog set its
      * trap cannot end it (or the reader) */
     "trap '' USR1\n"
     /* the wrapper itself writes nothing: a message into a channel the host already closed would
      * kill it with SIGPIPE before it ends the group and its watchdog */
     "exec >/dev/null 2>&1\n"
-    /*
-     * sweep SIG: processes that left the group (setsid, daemons) still carry LC_LIFELINE. They
-     * were all made after this wrapper, so their PIDs lie between $$ and the last PID handed out
-     * (/proc/loadavg), unless PIDs wrapped around: a lap needs more than 32468 new PIDs (the
-     * kernel's smallest default pid_max, 32768, less the 300 it skips), and fork and exit each
-     * hold the kernel's task list lock for writing, so no host makes 250000 a second. So when the
-     * last PID is above $$, at most 4096 further, and less than 32468 / 250000 s (12
-     * hundredths) passed since the start, only those PIDs whose environ this user may read are
-     * looked at, and a command that left nothing behind costs no grep at all (the reader, the
-     * watchdog and its sleep are reaped before the last sweep). Anything else reads every process.
-     */
-    "sweep() {\n"
-    "  z=1; l=\n"
-    "  if [ -n \"$t\" ] && read -r u _ </proc/uptime && read -r _ _ _ _ e </proc/loadavg &&\n"
-    "     [ $(( (${u%.*}${u#*.} - ${t%.*}${t#*.} + 1) * 2500 )) -lt 32468 ] &&\n"
-    "     [ \"$e\" -ge $$ ] && [ $((e - $$)) -le 4096 ]; then\n"
-    "    q=$$\n"
-    "    while [ \"$q\" -lt \"$e\" ]; do q=$((q+1))\n"
-    "      [ -r /proc/$q/environ ] && l=\"$l /proc/$q/environ\"\n"
-    "    done\n"
-    "  else l='/proc/[0-9]*/environ'; fi\n"
-    "  [ -n \"$l\" ] || return 1\n"
-    "  for q in $(grep -lzxF \"LC_LIFELINE=$$\" $l); do\n"
-    "    q=${q#/proc/}; kill -\"$1\" \"${q%/environ}\"; z=0\n"
-    "  done\n"
-    "  return $z\n"
-    "}\n"
     /* the grace period and the SIGKILLs only when something was still there */
-    "end() {\n"
-    "  kill -TERM -\"$p\" || kill -TERM \"$p\"; a=$?; sweep TERM; b=$?\n"
-    "  if [ \"$a\" = 0 ] || [ \"$b\" = 0 ]; then\n"
-    "    i=0\n"
-    "    while [ \"$i\" -lt \"$g\" ] && kill -0 -\"$p\"; do sleep 0.1; i=$((i+1)); done\n"
-    "    kill -KILL -\"$p\"; [ \"$b\" = 0 ] && sweep KILL\n"
+    "lc_end() {\n"
+    "  kill -TERM -\"$lc_command_pid\" || kill -TERM \"$lc_command_pid\"; lc_group_missed=$?\n"
+    "  lc_sweep TERM; lc_sweep_missed=$?\n"
+    "  if [ \"$lc_group_missed\" = 0 ] || [ \"$lc_sweep_missed\" = 0 ]; then\n"
+    "    lc_tenths=0\n"
+    "    while [ \"$lc_tenths\" -lt \"$lc_grace_tenths\" ] && kill -0 -\"$lc_command_pid\"; do\n"
+    "      sleep 0.1; lc_tenths=$((lc_tenths+1))\n"
+    "    done\n"
+    "    kill -KILL -\"$lc_command_pid\"; [ \"$lc_sweep_missed\" = 0 ] && lc_sweep KILL\n"
     "  fi\n"
-    "  [ -z \"$x\" ] || eval \"$x\"\n"
+    "  [ -z \"$lc_cleanup\" ] || eval \"$lc_cleanup\"\n"
     "  return 0\n"
     "}\n"
-    "w=\n"
-    "if [ \"$hb\" -gt 0 ]; then\n"
+    "lc_watchdog_pid=\n"
+    "if [ \"$lc_heartbeat_s\" -gt 0 ]; then\n"
     /* the watchdog: a sleep of P = a third of the limit (whole seconds, rounded up) at a time; the
-     * fourth end of one with no heartbeat since ends the group, after more than 3P >= hb and at
-     * most 4P seconds of silence. $! is the command's pid until the first sleep is forked. */
-    "  ( trap 'n=0; i=1' USR1\n"
-    "    trap '[ \"$!\" = \"$p\" ] || { kill -9 $!; wait $!; }; exit 0' TERM\n"
-    "    n=0\n"
-    "    while :; do sleep $(( (hb + 2) / 3 )) &\n"
-    "      i=1; while [ \"$i\" = 1 ]; do i=0; wait $!; done\n"
-    "      n=$((n+1)); [ \"$n\" -gt 3 ] && break\n"
-    "    done; end ) 3<&- &\n"
-    "  w=$!\n"
+     * fourth end of one with no heartbeat since ends the group, after more than 3P >= the limit
+     * and at most 4P seconds of silence. $! is the command's pid until the first sleep is
+     * forked. */
+    "  ( trap 'lc_silent_sleeps=0; lc_woken=1' USR1\n"
+    "    trap '[ \"$!\" = \"$lc_command_pid\" ] || { kill -9 $!; wait $!; }; exit 0' TERM\n"
+    "    lc_silent_sleeps=0\n"
+    "    while :; do sleep $(( (lc_heartbeat_s + 2) / 3 )) &\n"
+    "      lc_woken=1; while [ \"$lc_woken\" = 1 ]; do lc_woken=0; wait $!; done\n"
+    "      lc_silent_sleeps=$((lc_silent_sleeps+1)); [ \"$lc_silent_sleeps\" -gt 3 ] && break\n"
+    "    done; lc_end ) 3<&- &\n"
+    "  lc_watchdog_pid=$!\n"
     "fi\n"
-    "( while IFS= read -r l <&3; do [ \"$l\" = s ] && break; [ -z \"$w\" ] || kill -USR1 $w;"
-    " done; end ) &\n"
-    "r=$!\n"
+    "( while IFS= read -r lc_control <&3; do\n"
+    "    [ \"$lc_control\" = s ] && break\n"
+    "    [ -z \"$lc_watchdog_pid\" ] || kill -USR1 $lc_watchdog_pid\n"
+    "  done; lc_end ) &\n"
+    "lc_reader_pid=$!\n"
     /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
-    "quit() { kill $r $w; end; exit \"$1\"; }\n"
-    "trap 'quit 129' HUP; trap 'quit 130' INT; trap 'quit 143' TERM\n"
-    "wait \"$p\"; s=$?\n"
-    "kill $r $w; wait $r $w\n"
-    "end\n"
-    "if [ \"$s\" -gt 128 ]; then n=$(kill -l \"$s\") && { trap - \"$n\"; kill -s \"$n\" $$; }; fi\n"
-    "exit \"$s\"\n";
+    "lc_quit() { kill $lc_reader_pid $lc_watchdog_pid; lc_end; exit \"$1\"; }\n"
+    "trap 'lc_quit 129' HUP; trap 'lc_quit 130' INT; trap 'lc_quit 143' TERM\n"
+    "wait \"$lc_command_pid\"; lc_status=$?\n"
+    "kill $lc_reader_pid $lc_watchdog_pid; wait $lc_reader_pid $lc_watchdog_pid\n"
+    "lc_end\n"
+    "if [ \"$lc_status\" -gt 128 ]; then\n"
+    "  lc_signal=$(kill -l \"$lc_status\") &&\n"
+    "    { trap - \"$lc_signal\"; kill -s \"$lc_signal\" $$; }\n"
+    "fi\n"
+    "exit \"$lc_status\"\n";
+
+const char *lc__command_lifeline_sweep(void) { return lifeline_sweep_sh; }
 
 static int valid_env_name(const char *s, size_t n) {
   if (n == 0 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
@@ -203,10 +227,13 @@ int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
       (r = append_setup(script, opts, setup, err)) < 0)
     goto out;
   if (heartbeat_s >= 0) {
-    if ((r = lc__buf_printf(script, "hb=%d g=%d x=", heartbeat_s, (grace_ms + 99) / 100)) < 0 ||
+    if ((r = lc__buf_printf(script, "lc_heartbeat_s=%d lc_grace_tenths=%d lc_cleanup=", heartbeat_s,
+                            (grace_ms + 99) / 100)) < 0 ||
         (r = lc__buf_shell_quote(script, cleanup != NULL ? cleanup : "")) < 0 ||
-        (r = lc__buf_puts(script, " c=")) < 0 || (r = lc__buf_shell_quote(script, command)) < 0 ||
-        (r = lc__buf_puts(script, "\n")) < 0 || (r = lc__buf_puts(script, lifeline_sh)) < 0)
+        (r = lc__buf_puts(script, " lc_command=")) < 0 ||
+        (r = lc__buf_shell_quote(script, command)) < 0 || (r = lc__buf_puts(script, "\n")) < 0 ||
+        (r = lc__buf_puts(script, lifeline_sweep_sh)) < 0 ||
+        (r = lc__buf_puts(script, lifeline_sh)) < 0)
       goto out;
   } else if ((r = lc__buf_puts(script, "setup\neval ")) < 0 ||
              (r = lc__buf_shell_quote(script, command)) < 0 ||

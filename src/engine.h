@@ -6,6 +6,8 @@
 
 #include "internal.h"
 
+#include "lazycluster/engine.h"
+
 #include <pthread.h>
 #include <uv.h>
 

@@ -1,6 +1,7 @@
 /*
- * forward.c - port forwards, whatever the backend: the public calls, the local listener, and the
- * stream-to-stream relay used by the local backend.
+ * forward.c - port forwards, whatever the backend: the public calls and the local listener. The
+ * backend relays what the listener accepts (the local backend's stream relay:
+ * runtimes/local/relay.c).
  */
 #include "runtime_internal.h"
 
@@ -9,9 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RELAY_CHUNK (64 * 1024)
-#define RELAY_HIGH (1024 * 1024) /* stop reading while this much waits to be written */
 
 void lc_forward_options_init(lc_forward_options *opts) {
   lc_forward_options init = LC_FORWARD_OPTIONS_INIT;
@@ -53,141 +51,6 @@ void lc__forward_ready(lc_forward *f, const lc__err *err) {
   if (err != NULL && err->code < 0)
     c->err = *err;
   lc__call_done(c, err ? err->code : 0);
-}
-
-/* ---- stream to stream relay ----------------------------------------------------------------- */
-
-typedef struct srelay srelay;
-struct srelay {
-  srelay *next, *prev; /* the forward's relays */
-  lc_forward *f;
-  uv_stream_t *s[2];
-  int eof[2];      /* s[i] said EOF */
-  int shut[2];     /* s[i] was shut down for writing */
-  int closing;
-  int open_handles;
-  uv_shutdown_t sreq[2];
-};
-
-typedef struct swrite {
-  uv_write_t req;
-  srelay *r;
-  int to;
-  char data[];
-} swrite;
-
-static void srelay_closed(uv_handle_t *h) {
-  srelay *r = h->data;
-  free(h);
-  if (--r->open_handles == 0)
-    free(r);
-}
-
-static void srelay_close(srelay *r) {
-  if (r->closing)
-    return;
-  r->closing = 1;
-  if (r->f != NULL) {
-    if (r->prev)
-      r->prev->next = r->next;
-    else
-      r->f->relays = r->next;
-    if (r->next)
-      r->next->prev = r->prev;
-    r->f = NULL;
-  }
-  for (int i = 0; i < 2; i++)
-    uv_close((uv_handle_t *)r->s[i], srelay_closed);
-}
-
-static void srelay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  swrite *w = malloc(sizeof(*w) + RELAY_CHUNK);
-  (void)h;
-  (void)suggested;
-  buf->base = w ? w->data : NULL;
-  buf->len = w ? RELAY_CHUNK : 0;
-}
-
-static void srelay_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf);
-
-static void srelay_written(uv_write_t *req, int status) {
-  swrite *w = (swrite *)req;
-  srelay *r = w->r;
-  int to = w->to, from = !to;
-  free(w);
-  if (r->closing)
-    return;
-  if (status < 0) {
-    srelay_close(r);
-    return;
-  }
-  if (!r->eof[from] && uv_stream_get_write_queue_size(r->s[to]) < RELAY_HIGH / 2)
-    uv_read_start(r->s[from], srelay_alloc, srelay_read);
-}
-
-static void srelay_shut(uv_shutdown_t *req, int status) {
-  srelay *r = req->data;
-  (void)status;
-  if (r->shut[0] && r->shut[1])
-    srelay_close(r);
-}
-
-static void srelay_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-  srelay *r = st->data;
-  int from = st == r->s[1], to = !from;
-  swrite *w = buf->base ? (swrite *)(buf->base - offsetof(swrite, data)) : NULL;
-  if (n > 0 && !r->closing) {
-    uv_buf_t b = uv_buf_init(buf->base, (unsigned int)n);
-    w->r = r;
-    w->to = to;
-    if (uv_write(&w->req, r->s[to], &b, 1, srelay_written) < 0) {
-      free(w);
-      srelay_close(r);
-      return;
-    }
-    if (uv_stream_get_write_queue_size(r->s[to]) >= RELAY_HIGH)
-      uv_read_stop(st); /* back-pressure: resume when the writes drain */
-    return;
-  }
-  free(w);
-  if (n == 0 || r->closing)
-    return;
-  uv_read_stop(st);
-  if (n != UV_EOF) {
-    srelay_close(r);
-    return;
-  }
-  /* half-close: pass the EOF on, keep the other direction open */
-  r->eof[from] = 1;
-  r->shut[to] = 1;
-  r->sreq[to].data = r;
-  if (uv_shutdown(&r->sreq[to], r->s[to], srelay_shut) < 0)
-    srelay_close(r);
-}
-
-void lc__relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b) {
-  srelay *r = lc__calloc(1, sizeof(*r));
-  if (r == NULL) {
-    uv_close((uv_handle_t *)a, (uv_close_cb)free);
-    uv_close((uv_handle_t *)b, (uv_close_cb)free);
-    return;
-  }
-  r->s[0] = a;
-  r->s[1] = b;
-  r->open_handles = 2;
-  r->f = f;
-  r->next = f->relays;
-  if (f->relays)
-    f->relays->prev = r;
-  f->relays = r;
-  a->data = b->data = r;
-  uv_read_start(a, srelay_alloc, srelay_read);
-  uv_read_start(b, srelay_alloc, srelay_read);
-}
-
-void lc__forward_close_relays(lc_forward *f) {
-  while (f->relays != NULL)
-    srelay_close(f->relays);
 }
 
 /* ---- the local listener --------------------------------------------------------------------- */
@@ -301,7 +164,6 @@ static void stop_fn(lc__call *c) {
   }
   if (f->rt != NULL && f->rt->ops->fwd_stop != NULL)
     f->rt->ops->fwd_stop(f);
-  lc__forward_close_relays(f);
   lc__call_done(c, 0);
 }
 
@@ -361,7 +223,7 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
   if (target_port < 1 || target_port > 65535)
     return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)",
                          target_port);
-  if (kind == LC_FORWARD_REMOTE || rt->ops == &lc__local_ops) {
+  if (kind == LC_FORWARD_REMOTE || lc__runtime_on_this_machine(rt)) {
     struct sockaddr_storage probe;
     if (lc__forward_target_addr(&probe, target_host, target_port) < 0)
       return lc__error_set(-EINVAL, "forward: target %s must be an IP address or localhost: "
@@ -457,6 +319,28 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
     lc__error_set(r, "%s", first);
   free(fc);
   return r;
+}
+
+int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    lc_forward **v = lc__realloc(l->v, cap * sizeof(*v));
+    if (v == NULL) {
+      lc_forward_free(f);
+      return lc__error_set(-ENOMEM, "out of memory");
+    }
+    l->v = v;
+    l->cap = cap;
+  }
+  l->v[l->n++] = f;
+  return 0;
+}
+
+void lc__fwdlist_free(lc__fwdlist *l) {
+  for (size_t i = 0; i < l->n; i++)
+    lc_forward_free(l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
 }
 
 int lc_forward_port(const lc_forward *f) { return f->port; }

@@ -12,6 +12,8 @@
 
 #include "internal.h"
 
+#include "lazycluster/hostinfo.h"
+
 /*
  * Fills info's gpus, gpu_count, gpu_source and gpu_reason. GPUs come from the CUDA runtime
  * (numbered as CUDA numbers them, so CUDA_VISIBLE_DEVICES applies), with UUID, name and memory

@@ -3,7 +3,7 @@
  * `fanout` hosts, and each host walks through its steps as its processes finish (no thread per
  * host). Hosts that finish hand their slot to the next one. The caller waits for the whole job.
  */
-#include "runtime_internal.h"
+#include "group_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -193,7 +193,7 @@ int lc_group_add(lc_group *g, lc_runtime *rt) {
 
 typedef struct job job;
 
-typedef struct ghost {
+typedef struct job_host {
   job *j;
   size_t index;
   lc_runtime *rt;
@@ -204,13 +204,13 @@ typedef struct ghost {
   report_entry *out;
   FILE *logf;
   char *get_local; /* the current get step's local path, {host} replaced */
-  struct ghost *next_ready;
-} ghost;
+  struct job_host *next_ready;
+} job_host;
 
 struct job {
   lc__call call;
   lc_group *g;
-  ghost *hosts;
+  job_host *hosts;
   size_t n, next, finished;
   const lc_task *task;
   const lc_exec_options *eo;
@@ -220,12 +220,12 @@ struct job {
   /* connect jobs */
   lc_runtime **pending;
   uv_timer_t tick;
-  ghost *ready; /* hosts whose step ended, handled on the next tick */
+  job_host *ready; /* hosts whose step ended, handled on the next tick */
 };
 
-static void host_log(ghost *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void host_log(job_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void host_log(ghost *h, const char *fmt, ...) {
+static void host_log(job_host *h, const char *fmt, ...) {
   char line[2048];
   va_list ap;
   int n;
@@ -245,7 +245,7 @@ static void host_log(ghost *h, const char *fmt, ...) {
 }
 
 static void host_line(const char *line, size_t len, lc_stream stream, void *payload) {
-  ghost *h = payload;
+  job_host *h = payload;
   job *j = h->j;
   if (j->task != NULL)
     host_log(h, "%s %.*s", stream == LC_STDERR ? "err:" : "out:", (int)len, line);
@@ -260,10 +260,10 @@ static void tick_closed(uv_handle_t *h) {
   lc__call_done(&j->call, 0);
 }
 
-static void host_start(ghost *h);
+static void host_start(job_host *h);
 
 /* A host is through: its slot goes to the next host; the last one ends the job. */
-static void host_finish(ghost *h, int code, const char *msg) {
+static void host_finish(job_host *h, int code, const char *msg) {
   job *j = h->j;
   h->done = 1;
   h->out->seconds = (double)(lc__now_ms() - h->t0) / 1000.0;
@@ -287,7 +287,7 @@ static void host_finish(ghost *h, int code, const char *msg) {
 }
 
 static void step_ended(lc_process *p, void *arg) {
-  ghost *h = arg;
+  job_host *h = arg;
   job *j = h->j;
   (void)p;
   /* handled on the next tick, outside the backend's callbacks */
@@ -309,7 +309,7 @@ static char *replace_host(const char *pattern, const char *host) {
 }
 
 /* Starts h's current step, or finishes h when it has none left. */
-static void step_start(ghost *h) {
+static void step_start(job_host *h) {
   job *j = h->j;
   const step *s;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
@@ -367,7 +367,7 @@ static void step_start(ghost *h) {
 }
 
 /* h's step ended: check it, then the next step. */
-static void step_check(ghost *h) {
+static void step_check(job_host *h) {
   job *j = h->j;
   lc_process *p = h->p;
   const step *s = &j->task->steps[h->step];
@@ -402,7 +402,7 @@ static void step_check(ghost *h) {
   step_start(h);
 }
 
-static void host_start(ghost *h) {
+static void host_start(job_host *h) {
   job *j = h->j;
   h->t0 = lc__now_ms();
   if (j->g->log_dir != NULL && j->task != NULL) {
@@ -418,7 +418,7 @@ static void host_start(ghost *h) {
 static void job_tick(uv_timer_t *t) {
   job *j = t->data;
   while (j->ready != NULL) {
-    ghost *h = j->ready;
+    job_host *h = j->ready;
     j->ready = h->next_ready;
     step_check(h);
   }
@@ -503,7 +503,7 @@ int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_task *t, cons
 
 /* ---- connecting many ------------------------------------------------------------------------ */
 
-typedef struct cjob {
+typedef struct connect_job {
   lc__call call;
   lc_runtime **rts; /* prepared, not connected; NULL where preparing failed */
   report_entry *e;
@@ -512,12 +512,12 @@ typedef struct cjob {
   int fanout;
   int starting; /* inside connect_next: a connect may fail at once and call back */
   int done;
-} cjob;
+} connect_job;
 
-static void connect_next(cjob *j);
+static void connect_next(connect_job *j);
 
 static void connected(lc_runtime *rt, const lc__err *err, void *arg) {
-  cjob *j = arg;
+  connect_job *j = arg;
   size_t i = 0;
   while (i < j->n && j->rts[i] != rt)
     i++;
@@ -530,7 +530,7 @@ static void connected(lc_runtime *rt, const lc__err *err, void *arg) {
   connect_next(j);
 }
 
-static void connect_next(cjob *j) {
+static void connect_next(connect_job *j) {
   if (j->starting)
     return; /* the outer call goes on */
   j->starting = 1;
@@ -549,12 +549,12 @@ static void connect_next(cjob *j) {
   }
 }
 
-static void connect_fn(lc__call *c) { connect_next((cjob *)c); }
+static void connect_fn(lc__call *c) { connect_next((connect_job *)c); }
 
 int lc_group_connect(lc_group_report **out, lc_group *g, const char *const *hosts, size_t n,
                      const lc_runtime_options *opts) {
   lc_group_report *rep = NULL;
-  cjob j;
+  connect_job j;
   int r;
 
   *out = NULL;
@@ -677,28 +677,6 @@ int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, siz
 
 /* ---- tunnels ------------------------------------------------------------------------------ */
 
-int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    lc_forward **v = lc__realloc(l->v, cap * sizeof(*v));
-    if (v == NULL) {
-      lc_forward_free(f);
-      return lc__error_set(-ENOMEM, "out of memory");
-    }
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->n++] = f;
-  return 0;
-}
-
-void lc__fwdlist_free(lc__fwdlist *l) {
-  for (size_t i = 0; i < l->n; i++)
-    lc_forward_free(l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
-
 /*
  * Makes each port[k] of owner[k] (NULL: this machine) reachable as localhost:port here (a local
  * forward) and on every other runtime of g (a remote forward to here), all at once. The forwards
@@ -716,13 +694,13 @@ int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port
     return lc__error_set(-ENOMEM, "out of memory");
   for (size_t k = 0; k < n; k++) {
     lc__fwd_spec s = {.port = port[k], .target = "127.0.0.1", .target_port = port[k]};
-    if (owner[k] != NULL && owner[k]->ops != &lc__local_ops) {
+    if (owner[k] != NULL && !lc__runtime_on_this_machine(owner[k])) {
       s.rt = owner[k];
       s.kind = LC_FORWARD_LOCAL;
       spec[ns++] = s;
     }
     for (size_t i = 0; i < g->n; i++) {
-      if (g->rts[i] == owner[k] || g->rts[i]->ops == &lc__local_ops)
+      if (g->rts[i] == owner[k] || lc__runtime_on_this_machine(g->rts[i]))
         continue; /* this machine already has the port */
       s.rt = g->rts[i];
       s.kind = LC_FORWARD_REMOTE;

@@ -14,6 +14,8 @@
 
 #include "internal.h"
 
+#include "lazycluster/hostinfo.h"
+
 /* How long the script lets `lazyclusterctl probe` or nvidia-smi take (where `timeout` exists). */
 #define LC__HOSTFACTS_GPU_WAIT_S 20
 

@@ -1,6 +1,6 @@
 /*
  * hostinfo_internal.h - the parsers behind lc_hostinfo_local, shared with the remote host facts
- * (hostfacts.c) and the unit tests.
+ * (src/hostfacts/parse.c) and the unit tests.
  *
  * Every reader takes root, the directory that stands for "/": "/" on a live system, a fixture
  * tree in the tests. Paths read below it: etc/os-release, usr/lib/os-release, proc/meminfo,
@@ -12,6 +12,8 @@
 #define LC_HOSTINFO_INTERNAL_H
 
 #include "internal.h"
+
+#include "lazycluster/hostinfo.h"
 
 /* v1 memory limits at or above this mean "no limit" (the kernel shows ~2^63 rounded to a page). */
 #define LC__CGROUP_V1_UNLIMITED (UINT64_C(1) << 60)

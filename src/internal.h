@@ -4,7 +4,8 @@
 #ifndef LC_INTERNAL_H
 #define LC_INTERNAL_H
 
-#include "lazycluster.h"
+#include "lazycluster/common.h"
+
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -6,6 +6,8 @@
 #include "hostrange.h"
 #include "internal.h"
 
+#include "lazycluster/inventory.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -8,6 +8,9 @@
 #include "runtime_internal.h"
 #include "sshconfig.h"
 
+#include "lazycluster/inventory.h"
+#include "lazycluster/manager.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

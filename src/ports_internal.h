@@ -8,12 +8,15 @@
 
 #include "internal.h"
 
+#include "lazycluster/ports.h"
+#include "lazycluster/runtime.h"
+
 /*
  * The listing of a host's listening TCP ports, IPv4 and IPv6: ss asked for listeners only, where
  * ss is; else /proc/net/tcp and /proc/net/tcp6. ss first because its kernel side visits only the
  * listening sockets, while reading /proc/net/tcp walks the whole established-connection table,
- * which is sized by the machine's memory, not by its connections (about 2 ms of CPU for the two
- * files on an idle 24 GiB machine, against under 0.1 ms for ss's query).
+ * which is sized by the machine's memory, not by its connections (docs/benchmarks.md,
+ * "Measurements quoted by the code", M1).
  */
 #define LC__LISTING_COMMAND                                                                        \
   "ss -tn state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"

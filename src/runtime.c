@@ -159,7 +159,6 @@ static void close_fn(lc__call *c) {
     }
     if (rt->ops->fwd_stop != NULL)
       rt->ops->fwd_stop(f);
-    lc__forward_close_relays(f);
     __atomic_store_n(&f->up, 0, __ATOMIC_RELEASE);
     f->rt = NULL;
   }
@@ -187,33 +186,40 @@ static void runtime_close(lc_runtime *rt) {
   lc__engine_run(rt->engine, &rc.call, close_fn);
 }
 
-int lc_runtime_new_ssh(lc_runtime **out, lc_engine *engine, const char *host,
-                       const lc_runtime_options *opts) {
-  return lc__runtime_new_ssh_via(out, engine, host, NULL, opts);
-}
-
-static int prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
-                       const lc_runtime_options *opts) {
+/*
+ * A runtime on the backend ops (each backend's constructor passes its own): the settings read
+ * (ops->prepare, with via as the ProxyJump when not NULL), then, when connect is set, connected.
+ */
+int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *engine,
+                     const char *host, const char *via, const lc_runtime_options *opts,
+                     int connect) {
   lc_runtime *rt = NULL;
   lc__err err = {0};
   int r;
 
   *out = NULL;
-  if ((r = runtime_alloc(&rt, engine, host, opts, &lc__ssh_ops)) < 0)
+  if ((r = runtime_alloc(&rt, engine, host, opts, ops)) < 0)
     return r;
-  if ((r = lc__ssh_prepare(rt, host, via, &err)) < 0) {
+  if (ops->prepare != NULL && (r = ops->prepare(rt, host, via, &err)) < 0) {
     r = lc__err_raise(&err);
     lc_runtime_free(rt->jump);
     runtime_release(rt);
     return r;
   }
+  if (connect && (r = runtime_connect(rt)) < 0) {
+    lc__err saved = {.code = r};
+    snprintf(saved.msg, sizeof(saved.msg), "%s", lc_error_last());
+    runtime_close(rt);
+    lc_runtime_free(rt->jump);
+    runtime_release(rt);
+    return lc__err_raise(&saved);
+  }
   *out = rt;
   return 0;
 }
 
-int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
-                            const lc_runtime_options *opts) {
-  return prepare_ssh(out, engine, host, NULL, opts);
+int lc__runtime_on_this_machine(const lc_runtime *rt) {
+  return (rt->ops->caps & LC__BACKEND_ON_THIS_MACHINE) != 0;
 }
 
 void lc__runtime_discard(lc_runtime *rt) {
@@ -226,39 +232,6 @@ void lc__runtime_discard(lc_runtime *rt) {
   runtime_close(rt);
   lc_runtime_free(rt->jump);
   runtime_release(rt);
-}
-
-int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
-                            const lc_runtime_options *opts) {
-  lc_runtime *rt = NULL;
-  int r;
-
-  if ((r = prepare_ssh(&rt, engine, host, via, opts)) < 0)
-    return r;
-  if ((r = runtime_connect(rt)) < 0) {
-    lc__err saved = {.code = r};
-    snprintf(saved.msg, sizeof(saved.msg), "%s", lc_error_last());
-    runtime_close(rt);
-    lc_runtime_free(rt->jump);
-    runtime_release(rt);
-    return lc__err_raise(&saved);
-  }
-  *out = rt;
-  return 0;
-}
-
-int lc_runtime_new_local(lc_runtime **out, lc_engine *engine, const lc_runtime_options *opts) {
-  lc_runtime *rt = NULL;
-  int r;
-  if ((r = runtime_alloc(&rt, engine, "localhost", opts, &lc__local_ops)) < 0)
-    return r;
-  if ((r = runtime_connect(rt)) < 0) {
-    runtime_close(rt);
-    runtime_release(rt);
-    return r;
-  }
-  *out = rt;
-  return 0;
 }
 
 void lc_runtime_free(lc_runtime *rt) {

@@ -8,6 +8,9 @@
 
 #include "engine.h"
 
+#include "lazycluster/forward.h"
+#include "lazycluster/runtime.h"
+
 #include <sys/socket.h>
 
 #define LC__LINE_MAX (1024 * 1024)
@@ -20,22 +23,33 @@ typedef struct lc__lines {
 } lc__lines;
 
 /*
+ * Who owns each field of lc_process, lc_runtime and lc_forward, as their comments say:
+ *   [made]    written by the creating thread before the engine sees the object, read-only after
+ *   [engine]  the engine thread only
+ *   [atomic]  any thread, with __atomic builtins
+ *   [lock]    under the engine's lock (lc__engine_lock), where waiters read it
+ *   [wdmu]    under the runtime's workdir_mu
+ * "[made] then [engine]": filled before the launch, the engine's alone after it.
+ */
+
+/*
  * One command on a host: the generic part of an exec channel or a local child. The backend keeps
  * its own state in `backend` and reports through lc__proc_data/_exit/_closed.
  */
 struct lc_process {
-  lc_runtime *rt;           /* NULL once the runtime let go of it */
-  lc_engine *engine;
-  char *host;               /* the runtime's name, kept for messages after it let go */
-  int grace_ms;
-  lc_process *next, *prev;  /* the runtime's live processes */
-  void *backend;
-  char *command;            /* the line the host's login shell runs (command.c) */
-  int lifeline;             /* receives heartbeats and stop requests on stdin */
-  int refs;                 /* engine thread only: the engine's and the owner's */
+  lc_runtime *rt;          /* [made] then [engine]: NULL once the runtime let go of it */
+  lc_engine *engine;       /* [made] */
+  char *host;              /* [made]: the runtime's name, kept for messages after it let go */
+  int grace_ms;            /* [made] */
+  lc_process *next, *prev; /* [engine]: the runtime's live processes */
+  void *backend;           /* [engine]: the backend's state, NULL once closed */
+  char *command;           /* [made]: the line the host's login shell runs (command.c) */
+  int lifeline;            /* [made]: receives heartbeats and stop requests on stdin */
+  int refs;                /* [engine]: the engine's and the owner's */
 
-  /* stdin: the script and control lines, then borrowed memory, then a local file, then EOF when
-   * in_eof is set; until the mark came on stdout (go), only in_gate more bytes of `in` */
+  /* stdin, [made] then [engine]: the script and control lines, then borrowed memory, then a
+   * local file, then EOF when in_eof is set; until the mark came on stdout (go), only in_gate
+   * more bytes of `in` */
   lc__buf in;
   size_t in_gate;
   int go;
@@ -43,34 +57,38 @@ struct lc_process {
   size_t in_mem_left;
   int in_fd;
   uint64_t in_left;
-  int in_eof;               /* send EOF once everything above is written */
+  int in_eof; /* send EOF once everything above is written */
   int in_eof_sent;
 
-  /* output: each stream's bytes before the mark are the login shell's (noise, kept for errors) */
+  /* output, [engine] (on_line, payload and out_fd: [made] then [engine]; on_line is cleared
+   * under [lock] when it finishes): each stream's bytes before the mark are the login shell's
+   * (noise, kept for errors) */
   unsigned char mark_at[2]; /* bytes of the mark matched so far; past its length: marked */
   lc__buf noise;
   lc_line_cb on_line;
   void *payload;
   lc__lines lines[2];
-  int out_fd;               /* raw stdout goes here (file fetch), else lines */
+  int out_fd; /* raw stdout goes here (file fetch), else lines */
   uint64_t out_bytes;
-  lc__buf err_tail;         /* the last lines of stderr, for error messages */
+  lc__buf err_tail; /* the last lines of stderr, for error messages */
 
-  /* end */
-  int exited;               /* exit status or signal arrived */
+  /* end: [engine] until finished, set under [lock]; waiters read them once finished */
+  int exited; /* exit status or signal arrived */
   lc_exec_result result;
-  int finished;             /* closed: no more output; guarded by the engine lock for waiters */
-  lc__err err;              /* why it failed to run, when it did */
-  uint64_t started_ms;
-  /* engine thread, once finished (internal users such as groups) */
+  int finished;        /* [lock]: closed, no more output */
+  lc__err err;         /* why it failed to run, when it did */
+  uint64_t started_ms; /* [engine]: when it was launched */
+  /* [made] then [engine]: runs on the engine thread once finished (internal users such as
+   * groups) */
   void (*on_finish)(lc_process *p, void *arg);
   void *finish_arg;
 
-  /* a file transfer (lc__xfer_new) */
+  /* a file transfer (lc__xfer_new): [made]; xfer_tmp is the owner's again once finished
+   * (lc__xfer_finish) */
   int xfer;
-  char *xfer_tmp;           /* fetch: the temporary file, until renamed */
+  char *xfer_tmp; /* fetch: the temporary file, until renamed */
   char *xfer_dest;
-  char *xfer_what;          /* "fetching /etc/hosts" */
+  char *xfer_what; /* "fetching /etc/hosts" */
 };
 
 typedef enum lc__xfer_kind { LC__XFER_SEND = 1, LC__XFER_GET, LC__XFER_WRITE } lc__xfer_kind;
@@ -81,28 +99,41 @@ typedef enum lc__xfer_kind { LC__XFER_SEND = 1, LC__XFER_GET, LC__XFER_WRITE } l
  * listeners itself.
  */
 struct lc_forward {
-  lc_runtime *rt;
-  lc_engine *engine;
-  lc_forward *next, *prev; /* the runtime's forwards */
-  lc_forward_kind kind;
-  char *bind;              /* listen address */
+  lc_runtime *rt;          /* [made] then [engine]: NULL once the runtime closed */
+  lc_engine *engine;       /* [made] */
+  lc_forward *next, *prev; /* [engine]: the runtime's forwards */
+  lc_forward_kind kind;    /* [made] */
+  char *bind;              /* [made]: listen address */
+  /* [made]; 0 becomes the port picked, on the engine thread before the start returns */
   int port;
-  char *target;
-  int target_port;
-  lc_forward_cb on_state;
-  void *payload;
-  int up;                  /* read from any thread */
-  int announced;           /* came up once: later changes go to on_state */
-  uv_tcp_t *listener;      /* generic local listener, or NULL */
-  void *backend;
-  struct srelay *relays;   /* stream relays (local runtime) */
-  lc__call *call;          /* the start waiting for the first "up" */
-  unsigned long retry_ms;  /* backoff of a remote listen that failed after a reconnect */
+  char *target;           /* [made] */
+  int target_port;        /* [made] */
+  lc_forward_cb on_state; /* [made]; called on the engine thread */
+  void *payload;          /* [made] */
+  int up;                 /* [atomic] */
+  int announced;          /* [engine]: came up once, later changes go to on_state */
+  uv_tcp_t *listener;     /* [engine]: generic local listener, or NULL */
+  void *backend;          /* [engine] */
+  /* [engine]: stream relays (local runtime) */
+  struct lc__stream_relay *relays;
+  lc__call *call; /* [engine]: the start waiting for the first "up" */
+  /* [engine]: backoff of a remote listen that failed after a reconnect */
+  unsigned long retry_ms;
 };
 
-/* What a backend does; every function runs on the engine thread. */
+/* Capability flags of a backend (lc__backend_ops.caps), for the layers that must know what a
+ * runtime is without naming its backend. */
+/* Runs on this machine: its ports are this machine's (nothing needs forwarding to reach them),
+ * and a forward's target is connected from here. */
+#define LC__BACKEND_ON_THIS_MACHINE (1u << 0)
+
+/* What a backend does; every function runs on the engine thread unless it says otherwise. */
 struct lc__backend_ops {
   const char *name;
+  unsigned caps; /* LC__BACKEND_* flags */
+  /* Caller's thread, before the engine sees rt: reads the host's settings into rt->backend;
+   * via, when not NULL, overrides its ProxyJump. NULL: nothing to read. */
+  int (*prepare)(lc_runtime *rt, const char *host, const char *via, lc__err *err);
   /* Connects; ends with lc__runtime_connected(rt, code, err). */
   void (*connect)(lc_runtime *rt);
   /* Starts p->command as the user's login shell would (`/bin/sh -c` locally), its stdin
@@ -124,33 +155,41 @@ struct lc__backend_ops {
 };
 
 struct lc_runtime {
-  lc_engine *engine;
-  const lc__backend_ops *ops;
-  void *backend;
-  char *name;
-  lc_runtime_options opts;  /* defaults filled in; strings owned below */
-  char *ssh_config;
-  char *workdir_root;
-  int connected;            /* read from any thread */
-  lc_process *procs;        /* live processes */
-  uv_timer_t heartbeat;
-  int heartbeat_started;
-  char *workdir;
-  lc_process *workdir_keeper; /* removes the directory when this runtime's lifelines end */
-  void *workdir_keeper_arg;
-  lc_process *workdir_making; /* lc__runtime_workdir_begin started it; not yet awaited */
-  void *workdir_making_arg;
-  uint64_t workdir_deadline;
+  lc_engine *engine;          /* [made] */
+  const lc__backend_ops *ops; /* [made]: the backend's constructor chose it */
+  void *backend;              /* [made] (ops->prepare) then [engine] */
+  char *name;                 /* [made] */
+  lc_runtime_options opts;    /* [made]: defaults filled in; strings owned below */
+  char *ssh_config;           /* [made] */
+  char *workdir_root;         /* [made] */
+  int connected;              /* [atomic] */
+  lc_process *procs;          /* [engine]: live processes */
+  uv_timer_t heartbeat;       /* [engine] */
+  int heartbeat_started;      /* [engine] */
+  char *workdir;              /* [wdmu] */
+  /* [wdmu]: removes the directory when this runtime's lifelines end */
+  lc_process *workdir_keeper;
+  void *workdir_keeper_arg; /* [wdmu] */
+  /* [wdmu]: lc__runtime_workdir_begin started it; not yet awaited */
+  lc_process *workdir_making;
+  void *workdir_making_arg;  /* [wdmu] */
+  uint64_t workdir_deadline; /* [wdmu] */
   pthread_mutex_t workdir_mu;
-  lc__call *call;           /* the call waiting for connect or close */
-  lc_runtime *jump;         /* the host this one is reached through (ProxyJump); owned */
-  lc_forward *forwards;     /* live forwards; the backend brings them back after a reconnect */
-  void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg); /* async connect */
-  void *on_connected_arg;
-  int gpus;                 /* GPUs for placement: -1 unknown (taken as none) */
-  int slots;                /* declared worker slots, 0 when not declared */
-  struct lc__portscan *fresh_listing; /* ports its facts saw listening: taken once (ports.c) */
-  uint64_t fresh_listing_at;   /* the call waiting for the connection */
+  lc__call *call; /* [engine]: the call waiting for connect or close */
+  /* [made]: the host this one is reached through (ProxyJump); owned */
+  lc_runtime *jump;
+  /* [engine]: live forwards; the backend brings them back after a reconnect */
+  lc_forward *forwards;
+  /* [engine]: the callback of lc__runtime_connect_async */
+  void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg);
+  void *on_connected_arg; /* [engine] */
+  /* the owner's thread (lc_runtime_set_resources) before the runtime is shared, read-only
+   * after: GPUs for placement (-1 unknown, taken as none), declared worker slots (0: none) */
+  int gpus;
+  int slots;
+  /* [atomic]: ports its facts saw listening, taken once (src/ports/listing.c) */
+  struct lc__portscan *fresh_listing;
+  uint64_t fresh_listing_at; /* [atomic]: when fresh_listing was kept (lc__now_ms) */
 };
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
@@ -169,7 +208,15 @@ int lc__proc_launch(lc_process *p, lc__err *err);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
 void lc__proc_release(lc_process *p);
 
-/* Runtimes for groups: settings read here (any thread), connected on the engine thread. */
+/* For backends' constructors (any thread but the engine's): a runtime on ops, its settings read
+ * by ops->prepare (via: the ProxyJump, NULL as the config says), connected unless connect is 0. */
+int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *engine,
+                     const char *host, const char *via, const lc_runtime_options *opts,
+                     int connect);
+/* Whether rt runs on this machine (LC__BACKEND_ON_THIS_MACHINE). Any thread. */
+int lc__runtime_on_this_machine(const lc_runtime *rt);
+/* Runtimes for groups (runtimes/ssh): settings read here (any thread), connected on the engine
+ * thread. */
 int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
                             const lc_runtime_options *opts);
 void lc__runtime_connect_async(lc_runtime *rt, void (*cb)(lc_runtime *, const lc__err *, void *),
@@ -197,18 +244,16 @@ void lc__forward_ready(lc_forward *f, const lc__err *err);
 void lc__forward_set_up(lc_forward *f, int up, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
-/* Relays a connected local stream to another (local backend): both are owned by the relay,
- * which belongs to f until either side closes. */
-void lc__relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b);
-/* Closes every stream relay of f now. */
-void lc__forward_close_relays(lc_forward *f);
 
-/* group.c: forwards kept together, and the tunnel mesh. */
+/* forward.c: forwards kept together (a group's tunnel mesh, a cluster's tunnels); the list owns
+ * them. Any thread but the engine's. */
 typedef struct lc__fwdlist {
   lc_forward **v;
   size_t n, cap;
 } lc__fwdlist;
+/* Adds f to l; on -ENOMEM f is freed. */
 int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f);
+/* Frees every forward of l and empties it. */
 void lc__fwdlist_free(lc__fwdlist *l);
 /* A forward for lc__forwards_new. */
 typedef struct lc__fwd_spec {
@@ -221,11 +266,6 @@ typedef struct lc__fwd_spec {
 /* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
  * 0 or the first error, as lc_forward_new would. */
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
-int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep);
-/* lc__group_expose of n ports, all at once. */
-int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
-                          lc__fwdlist *keep);
-lc_engine *lc__group_engine(const lc_group *g);
 
 /* command.c: composing what a host runs. */
 /* What a script prints first on stdout and on stderr: the output before it is the login shell's
@@ -238,6 +278,8 @@ lc_engine *lc__group_engine(const lc_group *g);
 int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
                         const lc_exec_options *opts, int heartbeat_s, int grace_ms,
                         const char *setup, const char *cleanup, const char *host, lc__err *err);
+/* The lifeline's sweep, sh text that defines lc_sweep SIG (see command.c); for its unit test. */
+const char *lc__command_lifeline_sweep(void);
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
 int lc__command_get_file(lc__buf *out, const char *path);
 /* Makes working directory NAME under root and prints its path; unless keep, it then stays (the
@@ -257,14 +299,5 @@ int lc__runtime_workdir_begin(lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
 int lc__signal_from_name(const char *name);
-
-/* backends */
-extern const lc__backend_ops lc__ssh_ops;
-extern const lc__backend_ops lc__local_ops;
-/* Caller's thread: reads the host's settings; via, when not NULL, overrides its ProxyJump. */
-int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err);
-/* lc_runtime_new_ssh with an explicit ProxyJump (NULL: as the config says). */
-int lc__runtime_new_ssh_via(lc_runtime **out, lc_engine *engine, const char *host, const char *via,
-                            const lc_runtime_options *opts);
 
 #endif /* LC_RUNTIME_INTERNAL_H */

@@ -21,6 +21,8 @@
  */
 #include "sshconfig.h"
 
+#include "lazycluster/runtime.h"
+
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>

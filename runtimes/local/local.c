@@ -4,7 +4,7 @@
  * stderr pipes. No sshd
  * needed. Commands start in $HOME, as they would over SSH.
  */
-#include "../../src/runtime_internal.h"
+#include "local_internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -12,21 +12,21 @@
 
 #define WRITE_CHUNK (256 * 1024)
 
-typedef struct lproc {
+typedef struct local_proc {
   lc_process *p; /* NULL once detached */
   uv_process_t proc;
   uv_pipe_t in, out, err;
-  uv_write_t wreq;
+  uv_write_t write_req;
   char *wbuf;
   int writing;
   int in_open;
   int open_handles;
   int eofs;
   int exited;
-} lproc;
+} local_proc;
 
 static void handle_closed(uv_handle_t *h) {
-  lproc *lp = h->data;
+  local_proc *lp = h->data;
   if (--lp->open_handles == 0) {
     free(lp->wbuf);
     free(lp);
@@ -39,7 +39,7 @@ static void close_handle(uv_handle_t *h) {
 }
 
 /* Ends p when the process exited and both output pipes reached EOF. */
-static void maybe_finish(lproc *lp) {
+static void maybe_finish(local_proc *lp) {
   if (lp->p == NULL || !lp->exited || lp->eofs < 2)
     return;
   lc_process *p = lp->p;
@@ -59,10 +59,10 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = sizeof(rbuf);
 }
 
-static void kick(lproc *lp);
+static void kick(local_proc *lp);
 
 static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
-  lproc *lp = ((uv_handle_t *)s)->data;
+  local_proc *lp = ((uv_handle_t *)s)->data;
   lc_stream stream = s == (uv_stream_t *)&lp->out ? LC_STDOUT : LC_STDERR;
   if (n > 0) {
     if (lp->p != NULL) {
@@ -80,7 +80,7 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
 }
 
 static void on_exit_cb(uv_process_t *h, int64_t status, int signal) {
-  lproc *lp = h->data;
+  local_proc *lp = h->data;
   lp->exited = 1;
   if (lp->p != NULL)
     lc__proc_exit(lp->p, (int)status, signal);
@@ -89,14 +89,14 @@ static void on_exit_cb(uv_process_t *h, int64_t status, int signal) {
 }
 
 static void on_written(uv_write_t *req, int status) {
-  lproc *lp = req->data;
+  local_proc *lp = req->data;
   lp->writing = 0;
   if (status < 0 || lp->p == NULL)
     return;
   kick(lp);
 }
 
-static void kick(lproc *lp) {
+static void kick(local_proc *lp) {
   lc_process *p = lp->p;
   const char *data;
   size_t n;
@@ -110,8 +110,8 @@ static void kick(lproc *lp) {
     memcpy(lp->wbuf, data, n);
     lc__proc_in_consume(p, n);
     b = uv_buf_init(lp->wbuf, (unsigned int)n);
-    lp->wreq.data = lp;
-    if (uv_write(&lp->wreq, (uv_stream_t *)&lp->in, &b, 1, on_written) == 0)
+    lp->write_req.data = lp;
+    if (uv_write(&lp->write_req, (uv_stream_t *)&lp->in, &b, 1, on_written) == 0)
       lp->writing = 1;
     return;
   }
@@ -125,7 +125,7 @@ static void kick(lproc *lp) {
 static void local_connect(lc_runtime *rt) { lc__runtime_connected(rt, NULL); }
 
 static void local_proc_start(lc_process *p) {
-  lproc *lp = lc__calloc(1, sizeof(*lp));
+  local_proc *lp = lc__calloc(1, sizeof(*lp));
   uv_loop_t *loop = lc__engine_loop(p->engine);
   uv_process_options_t po;
   uv_stdio_container_t stdio[3];
@@ -184,7 +184,7 @@ static void local_proc_kick(lc_process *p) {
 }
 
 static void local_proc_abort(lc_process *p) {
-  lproc *lp = p->backend;
+  local_proc *lp = p->backend;
   if (lp == NULL)
     return;
   lp->p = NULL;
@@ -197,16 +197,16 @@ static void local_proc_abort(lc_process *p) {
 }
 
 /* A forward on this machine is a plain relay from the listener to the target. */
-typedef struct lconnect lconnect;
-struct lconnect {
+typedef struct target_connect target_connect;
+struct target_connect {
   uv_connect_t req;
   uv_tcp_t *client;
   lc_forward *f;         /* NULL once the forward is gone */
-  lconnect *next, *prev; /* f->backend: the connects still in flight */
+  target_connect *next, *prev; /* f->backend: the connects still in flight */
 };
 
 static void on_target_connected(uv_connect_t *req, int status) {
-  lconnect *lc = (lconnect *)req;
+  target_connect *lc = (target_connect *)req;
   if (lc->f != NULL) {
     if (lc->prev)
       lc->prev->next = lc->next;
@@ -220,7 +220,7 @@ static void on_target_connected(uv_connect_t *req, int status) {
     uv_close((uv_handle_t *)req->handle, (uv_close_cb)free);
   } else {
     uv_tcp_nodelay((uv_tcp_t *)req->handle, 1);
-    lc__relay_streams(lc->f, (uv_stream_t *)lc->client, req->handle);
+    lc__local_relay_streams(lc->f, (uv_stream_t *)lc->client, req->handle);
   }
   free(lc);
 }
@@ -228,7 +228,7 @@ static void on_target_connected(uv_connect_t *req, int status) {
 static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   struct sockaddr_storage addr;
   uv_tcp_t *up = NULL;
-  lconnect *lc = NULL;
+  target_connect *lc = NULL;
   if (lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
       (up = lc__malloc(sizeof(*up))) == NULL || (lc = lc__calloc(1, sizeof(*lc))) == NULL) {
     free(up);
@@ -250,16 +250,20 @@ static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   f->backend = lc;
 }
 
+/* f is going away: its connects in flight and its relays let go of it, the relays close. */
 static void local_fwd_stop(lc_forward *f) {
-  for (lconnect *lc = f->backend; lc != NULL; lc = lc->next)
+  for (target_connect *lc = f->backend; lc != NULL; lc = lc->next)
     lc->f = NULL;
   f->backend = NULL;
+  lc__local_relays_close(f);
 }
 
 static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
 
 const lc__backend_ops lc__local_ops = {
     .name = "local",
+    .caps = LC__BACKEND_ON_THIS_MACHINE,
+    .prepare = NULL,
     .connect = local_connect,
     .proc_start = local_proc_start,
     .proc_kick = local_proc_kick,
@@ -268,3 +272,7 @@ const lc__backend_ops lc__local_ops = {
     .fwd_stop = local_fwd_stop,
     .close = local_close,
 };
+
+int lc_runtime_new_local(lc_runtime **out, lc_engine *engine, const lc_runtime_options *opts) {
+  return lc__runtime_make(out, &lc__local_ops, engine, "localhost", NULL, opts, 1);
+}

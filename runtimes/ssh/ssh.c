@@ -31,21 +31,21 @@
 #define MAX_SESSIONS 10
 #define MAX_EXTRA_CONNECTIONS 3 /* never more than a few connections to one host */
 
-static void conn_drive(sconn *c);
-static void chans_pump(sconn *c);
-static void proxy_note(const sconn *c, char *out, size_t size);
+static void conn_drive(lc__ssh_conn *c);
+static void chans_pump(lc__ssh_conn *c);
+static void proxy_note(const lc__ssh_conn *c, char *out, size_t size);
 static void on_attempt(uv_timer_t *t);
 static void on_poll(uv_poll_t *h, int status, int events);
-static void conn_begin(sconn *c);
+static void conn_begin(lc__ssh_conn *c);
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-const char *lc__ssh_err(sconn *c) {
+const char *lc__ssh_err(lc__ssh_conn *c) {
   const char *e = c->s ? ssh_get_error(c->s) : NULL;
   return e && *e ? e : "unknown libssh error";
 }
 
-static void timer_stop(sconn *c) {
+static void timer_stop(lc__ssh_conn *c) {
   if (c->timers_inited) {
     uv_timer_stop(&c->timer);
     uv_timer_stop(&c->retry);
@@ -53,7 +53,7 @@ static void timer_stop(sconn *c) {
 }
 
 static void handle_closed(uv_handle_t *h) {
-  sconn *c = h->data;
+  lc__ssh_conn *c = h->data;
   if (--c->open_handles == 0 && c->close_done != NULL) {
     lc_runtime *rt = c->rt;
     void (*done)(lc_runtime *) = c->close_done;
@@ -71,15 +71,15 @@ static void handle_closed(uv_handle_t *h) {
 
 /* ---- channels ------------------------------------------------------------------------------- */
 
-void lc__ssh_chan_link(sconn *c, schan *k) {
+void lc__ssh_chan_link(lc__ssh_conn *c, lc__ssh_chan *k) {
   k->next = c->chans;
   if (c->chans)
     c->chans->prev = k;
   c->chans = k;
 }
 
-void lc__ssh_chan_unlink(schan *k) {
-  sconn *c = k->c;
+void lc__ssh_chan_unlink(lc__ssh_chan *k) {
+  lc__ssh_conn *c = k->c;
   if (k->kind == K_EXEC)
     c->execs--;
   if (k->prev)
@@ -91,7 +91,7 @@ void lc__ssh_chan_unlink(schan *k) {
   k->next = k->prev = NULL;
 }
 
-void lc__ssh_chan_free(schan *k) {
+void lc__ssh_chan_free(lc__ssh_chan *k) {
   if (k->ch != NULL) {
     /* libssh keeps a closed channel until the host confirms: it must not call back into k */
     if (k->cb.size != 0)
@@ -110,7 +110,7 @@ void lc__ssh_chan_free(schan *k) {
  * CH_CLOSING, until the host confirms the close, since sshd counts it against MaxSessions until
  * then; force frees it at once (the connection is going away).
  */
-static void exec_end(schan *k, const lc__err *err, int force) {
+static void exec_end(lc__ssh_chan *k, const lc__err *err, int force) {
   lc_process *p = k->p;
   k->p = NULL;
   if (p != NULL) {
@@ -129,7 +129,7 @@ static void exec_end(schan *k, const lc__err *err, int force) {
   free(k);
 }
 
-static void chan_end(schan *k, const lc__err *err) {
+static void chan_end(lc__ssh_chan *k, const lc__err *err) {
   if (k->kind == K_EXEC)
     exec_end(k, err, 1);
   else
@@ -137,7 +137,7 @@ static void chan_end(schan *k, const lc__err *err) {
 }
 
 static void on_exit_status(ssh_session s, ssh_channel ch, int status, void *userdata) {
-  schan *k = userdata;
+  lc__ssh_chan *k = userdata;
   (void)s;
   (void)ch;
   if (k->p != NULL)
@@ -151,7 +151,7 @@ static void on_exit_status(ssh_session s, ssh_channel ch, int status, void *user
  */
 static int on_exec_data(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
                         void *userdata) {
-  schan *k = userdata;
+  lc__ssh_chan *k = userdata;
   (void)s;
   (void)ch;
   if (k->p != NULL)
@@ -160,7 +160,7 @@ static int on_exec_data(ssh_session s, ssh_channel ch, void *data, uint32_t len,
 }
 
 static void on_channel_close(ssh_session s, ssh_channel ch, void *userdata) {
-  schan *k = userdata;
+  lc__ssh_chan *k = userdata;
   (void)s;
   (void)ch;
   k->remote_closed = 1;
@@ -168,7 +168,7 @@ static void on_channel_close(ssh_session s, ssh_channel ch, void *userdata) {
 
 static void on_exit_signal(ssh_session s, ssh_channel ch, const char *signal, int core,
                            const char *errmsg, const char *lang, void *userdata) {
-  schan *k = userdata;
+  lc__ssh_chan *k = userdata;
   int sig = lc__signal_from_name(signal);
   (void)s;
   (void)ch;
@@ -181,14 +181,14 @@ static void on_exit_signal(ssh_session s, ssh_channel ch, const char *signal, in
 
 /* The write gate: libssh's output buffer has no limit and is flushed with a blocking send(), so
  * channels take more output only while nothing of it waits unsent. */
-int lc__ssh_write_open(const sconn *c) {
+int lc__ssh_write_open(const lc__ssh_conn *c) {
   return !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING);
 }
 
 /* Writes into k's channel as far as its window and the write gate allow: the bytes taken, or -1
  * when the channel failed. */
-ssize_t lc__ssh_chan_put(schan *k, const char *data, size_t len) {
-  sconn *c = k->c;
+ssize_t lc__ssh_chan_put(lc__ssh_chan *k, const char *data, size_t len) {
+  lc__ssh_conn *c = k->c;
   size_t done = 0;
   while (done < len && lc__ssh_write_open(c)) {
     size_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
@@ -208,7 +208,7 @@ ssize_t lc__ssh_chan_put(schan *k, const char *data, size_t len) {
 }
 
 /* Writes what p has for stdin while the window and the write gate allow. */
-static int exec_write(schan *k) {
+static int exec_write(lc__ssh_chan *k) {
   lc_process *p = k->p;
   const char *data;
   size_t n;
@@ -234,7 +234,7 @@ static int exec_write(schan *k) {
  * Drains both streams into p, again and again: reading one stream may process packets that bring
  * more of the other. Returns -1 on a channel error.
  */
-static int exec_read(schan *k) {
+static int exec_read(lc__ssh_chan *k) {
   static char buf[READ_CHUNK]; /* engine thread only */
   int got;
   do {
@@ -262,13 +262,13 @@ static int exec_read(schan *k) {
 }
 
 /* Nothing left to read: the host sent EOF and both buffers are empty. */
-static int exec_drained(schan *k) {
+static int exec_drained(lc__ssh_chan *k) {
   return ssh_channel_is_eof(k->ch) && ssh_channel_poll(k->ch, 0) <= 0 &&
          ssh_channel_poll(k->ch, 1) <= 0;
 }
 
 static void on_retry(uv_timer_t *t) {
-  sconn *c = t->data;
+  lc__ssh_conn *c = t->data;
   if (c->state == C_READY) {
     lc__tunnel_retry(c);
     chans_pump(c);
@@ -277,8 +277,8 @@ static void on_retry(uv_timer_t *t) {
 }
 
 /* Moves an exec channel along: open, exec, then write, read and notice its end. */
-static void exec_pump(schan *k) {
-  sconn *c = k->c;
+static void exec_pump(lc__ssh_chan *k) {
+  lc__ssh_conn *c = k->c;
   lc__err err = {0};
   int r;
 
@@ -354,8 +354,8 @@ static void exec_pump(schan *k) {
 }
 
 /* Whether a channel has data waiting to be written into it. */
-static int writers_waiting(const sconn *c) {
-  for (const schan *k = c->chans; k != NULL; k = k->next) {
+static int writers_waiting(const lc__ssh_conn *c) {
+  for (const lc__ssh_chan *k = c->chans; k != NULL; k = k->next) {
     if (k->kind == K_RELAY && k->state == CH_RUNNING && k->to_chan.len > k->to_chan_off)
       return 1;
     if (k->kind == K_EXEC && k->state == CH_RUNNING && k->p != NULL && lc__proc_in_pending(k->p))
@@ -364,8 +364,8 @@ static int writers_waiting(const sconn *c) {
   return 0;
 }
 
-static void chans_pump(sconn *c) {
-  schan *k = c->chans, *next;
+static void chans_pump(lc__ssh_conn *c) {
+  lc__ssh_chan *k = c->chans, *next;
   for (; k != NULL; k = next) {
     next = k->next;
     if (k->kind == K_EXEC)
@@ -377,7 +377,7 @@ static void chans_pump(sconn *c) {
 
 /* ---- the connection ------------------------------------------------------------------------- */
 
-static void poll_stop(sconn *c) {
+static void poll_stop(lc__ssh_conn *c) {
   if (c->poll_inited) {
     c->poll_inited = 0;
     uv_poll_stop(&c->poll);
@@ -387,7 +387,7 @@ static void poll_stop(sconn *c) {
   }
 }
 
-static void tcp_poll_stop(sconn *c) {
+static void tcp_poll_stop(lc__ssh_conn *c) {
   if (c->tcp_poll_fd >= 0) {
     uv_poll_stop(&c->tcp_poll);
     uv_close((uv_handle_t *)&c->tcp_poll, handle_closed);
@@ -403,7 +403,7 @@ static void proxy_proc_closed(uv_handle_t *h) { free(h); }
  * before its exit is never waited for (a zombie until this program ends), so a running one is
  * let go instead: on_proxy_exit closes it once it was reaped.
  */
-static void proxy_stop(sconn *c) {
+static void proxy_stop(lc__ssh_conn *c) {
   if (!c->proxy_inited)
     return;
   c->proxy_inited = 0;
@@ -417,7 +417,7 @@ static void proxy_stop(sconn *c) {
   uv_close((uv_handle_t *)&c->proxy_err, handle_closed);
 }
 
-static void session_free(sconn *c) {
+static void session_free(lc__ssh_conn *c) {
   tcp_poll_stop(c);
   poll_stop(c);
   proxy_stop(c);
@@ -443,12 +443,12 @@ static void session_free(sconn *c) {
 }
 
 static void on_reconnect(uv_timer_t *t) {
-  sconn *c = t->data;
+  lc__ssh_conn *c = t->data;
   lc_runtime *rt = c->rt;
   if (c->state != C_DEAD || c->close_done != NULL || rt->forwards == NULL)
     return;
   if (rt->jump != NULL) { /* the hop comes back first */
-    sconn *j = rt->jump->backend;
+    lc__ssh_conn *j = rt->jump->backend;
     if (j == NULL || j->state != C_READY) {
       if (j != NULL && j->state == C_DEAD)
         uv_timer_start(&j->reconnect, on_reconnect, 0, 0);
@@ -460,7 +460,7 @@ static void on_reconnect(uv_timer_t *t) {
 }
 
 /* Schedules the next attempt to bring a lost connection back, backing off up to 30 s. */
-void lc__ssh_reconnect_later(sconn *c) {
+void lc__ssh_reconnect_later(lc__ssh_conn *c) {
   c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : 500;
   if (c->backoff_ms > 30000)
     c->backoff_ms = 30000;
@@ -471,14 +471,14 @@ void lc__ssh_reconnect_later(sconn *c) {
  * Every channel ends with err; the runtime hears it is down. A runtime with forwards tries to
  * come back (its forwards go down meanwhile and return with it).
  */
-static void conn_lost(sconn *c, const lc__err *err) {
+static void conn_lost(lc__ssh_conn *c, const lc__err *err) {
   c->state = C_DEAD;
   if (c->primary == NULL)
     lc__runtime_lost(c->rt, err); /* before the waiters wake: they may ask */
   timer_stop(c);
   if (c->primary != NULL && c->primary->state == C_READY) {
     /* an extra connection that failed: what still waits for a channel goes back to the primary */
-    for (schan *k = c->chans, *next; k != NULL; k = next) {
+    for (lc__ssh_chan *k = c->chans, *next; k != NULL; k = next) {
       next = k->next;
       if (k->kind == K_EXEC && k->state == CH_QUEUED) {
         lc__ssh_chan_unlink(k);
@@ -491,7 +491,7 @@ static void conn_lost(sconn *c, const lc__err *err) {
   while (c->chans != NULL)
     chan_end(c->chans, err);
   if (c->relay != NULL) {
-    schan *k = c->relay;
+    lc__ssh_chan *k = c->relay;
     c->relay = NULL;
     k->owner = NULL;
     lc__tunnel_end(k);
@@ -503,7 +503,7 @@ static void conn_lost(sconn *c, const lc__err *err) {
     lc__ssh_reconnect_later(c);
 }
 
-void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) {
+void lc__ssh_fail(lc__ssh_conn *c, int code, const char *fmt, ...) {
   va_list ap;
   lc__err err = {.code = code};
   int was_connecting = c->state != C_READY && c->state != C_DEAD;
@@ -522,25 +522,25 @@ void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) {
 }
 
 static void on_keepalive(uv_timer_t *t) {
-  sconn *c = t->data;
+  lc__ssh_conn *c = t->data;
   if (c->state == C_READY && c->s != NULL) {
     ssh_send_ignore(c->s, "");
     lc__ssh_update_poll(c);
   }
 }
 
-void lc__ssh_retry_in(sconn *c, unsigned long ms) {
+void lc__ssh_retry_in(lc__ssh_conn *c, unsigned long ms) {
   if (c->timers_inited && !uv_is_active((uv_handle_t *)&c->retry))
     uv_timer_start(&c->retry, on_retry, ms, 0);
 }
 
 static void on_connect_timeout(uv_timer_t *t) {
-  sconn *c = t->data;
+  lc__ssh_conn *c = t->data;
   lc__ssh_fail(c, -ETIMEDOUT, "%s: %s timed out after %.1f s", c->where, c->phase,
             c->rt->opts.connect_timeout_ms / 1000.0);
 }
 
-void lc__ssh_update_poll(sconn *c) {
+void lc__ssh_update_poll(lc__ssh_conn *c) {
   int mask;
   if (!c->poll_inited || c->s == NULL)
     return;
@@ -554,7 +554,7 @@ void lc__ssh_update_poll(sconn *c) {
 }
 
 static void on_poll(uv_poll_t *h, int status, int events) {
-  sconn *c = h->data;
+  lc__ssh_conn *c = h->data;
   (void)events;
   if (status < 0 && c->state != C_READY) {
     if (c->host.proxy_command != NULL) {
@@ -583,7 +583,7 @@ static int refuse_passphrase(const char *prompt, char *buf, size_t len, int echo
 }
 
 /* Notes identity files that are encrypted, so a failed login can say why. */
-static void find_locked_keys(sconn *c) {
+static void find_locked_keys(lc__ssh_conn *c) {
   const char *home = getenv("HOME");
   char defaults[3][4096];
   const char *files[64];
@@ -620,7 +620,7 @@ static void find_locked_keys(sconn *c) {
  * port, as ssh). A key found in any file is known; a host found with another key is CHANGED.
  * libssh reads one user and one global file, so each file is given to it in turn.
  */
-static enum ssh_known_hosts_e known_state(sconn *c, lc__buf *files) {
+static enum ssh_known_hosts_e known_state(lc__ssh_conn *c, lc__buf *files) {
   lc__ssh_host *h = &c->host;
   enum ssh_known_hosts_e best = SSH_KNOWN_HOSTS_NOT_FOUND, st;
   int errors = 0, n = 0;
@@ -650,14 +650,14 @@ static enum ssh_known_hosts_e known_state(sconn *c, lc__buf *files) {
 
 /* The name and port known_hosts entries are looked up and written under: HostKeyAlias (no
  * port), else the host name and port. */
-static void known_name_set(sconn *c, int alias) {
+static void known_name_set(lc__ssh_conn *c, int alias) {
   int port = alias && c->host.hostkey_alias ? 22 : c->host.port;
   ssh_options_set(c->s, SSH_OPTIONS_HOST,
                   alias && c->host.hostkey_alias ? c->host.hostkey_alias : c->host.hostname);
   ssh_options_set(c->s, SSH_OPTIONS_PORT, &port);
 }
 
-static int check_host_key(sconn *c) {
+static int check_host_key(lc__ssh_conn *c) {
   ssh_key key = NULL;
   unsigned char *hash = NULL;
   size_t hlen = 0;
@@ -733,7 +733,7 @@ static int check_host_key(sconn *c) {
 
 /* The agent socket this host uses: IdentityAgent (a path, or none), else $SSH_AUTH_SOCK; NULL
  * when there is none. */
-static const char *agent_path(const sconn *c) {
+static const char *agent_path(const lc__ssh_conn *c) {
   const char *a = c->host.identity_agent;
   if (a == NULL)
     a = getenv("SSH_AUTH_SOCK");
@@ -743,7 +743,7 @@ static const char *agent_path(const sconn *c) {
 }
 
 /* The i-th identity file to offer: the config's, else ssh's defaults; NULL past the end. */
-static const char *identity_at(const sconn *c, size_t i, char *buf, size_t size) {
+static const char *identity_at(const lc__ssh_conn *c, size_t i, char *buf, size_t size) {
   const lc__ssh_host *h = &c->host;
   const char *home = getenv("HOME");
   if (h->identity_count > 0)
@@ -759,7 +759,7 @@ static const char *identity_at(const sconn *c, size_t i, char *buf, size_t size)
 
 /* Loads identity i with its certificate (CertificateFile, or FILE-cert.pub) when one matches;
  * NULL when it cannot be read or is encrypted. */
-static ssh_key identity_load(sconn *c, const char *file) {
+static ssh_key identity_load(lc__ssh_conn *c, const char *file) {
   ssh_key key = NULL, cert = NULL;
   char certpath[4300];
   int asked = 0;
@@ -787,7 +787,7 @@ enum { AUTH_AGENT_FIRST, AUTH_FILES, AUTH_AGENT_LAST, AUTH_DONE };
 
 /* libssh refuses to offer a key whose algorithm PubkeyAcceptedAlgorithms leaves out, and says so
  * in its error: the first such key is kept for the message when authentication fails. */
-static void note_algo_skipped(sconn *c, const char *file) {
+static void note_algo_skipped(lc__ssh_conn *c, const char *file) {
   const char *err = ssh_get_error(c->s), *alg = strstr(err, "key algorithm '"), *end;
   if (c->algo_skipped[0] != '\0' || file == NULL || alg == NULL ||
       strstr(err, "PUBLICKEY_ACCEPTED_TYPES") == NULL)
@@ -804,7 +804,7 @@ static void note_algo_skipped(sconn *c, const char *file) {
  * as the last resort when an identity file is encrypted, so that a key loaded into the agent
  * still works. Returns an SSH_AUTH_* code; SSH_AUTH_DENIED when nothing is left to offer.
  */
-static int auth_step(sconn *c) {
+static int auth_step(lc__ssh_conn *c) {
   char buf[4200];
   const char *file;
   int r;
@@ -850,7 +850,7 @@ static int auth_step(sconn *c) {
   }
 }
 
-static void conn_ready(sconn *c) {
+static void conn_ready(lc__ssh_conn *c) {
   uint64_t every = (uint64_t)c->rt->opts.keepalive_timeout_ms / 3;
   c->state = C_READY;
   c->phase = "connection";
@@ -871,7 +871,7 @@ static void conn_ready(sconn *c) {
     lc__tunnel_restore(c);
 }
 
-static void conn_drive(sconn *c) {
+static void conn_drive(lc__ssh_conn *c) {
   int r;
   switch (c->state) {
   case C_HANDSHAKE:
@@ -987,7 +987,7 @@ static void conn_drive(sconn *c) {
 }
 
 /* Runs SSH over fd, a connected socket (or one end of a jump host's relay). */
-void lc__ssh_start_session(sconn *c, int fd) {
+void lc__ssh_start_session(lc__ssh_conn *c, int fd) {
   lc__ssh_host *h = &c->host;
   socket_t sfd = fd;
   int zero = 0, one = 1;
@@ -1048,10 +1048,10 @@ void lc__ssh_start_session(sconn *c, int fd) {
   conn_drive(c);
 }
 
-static void tcp_try_next(sconn *c);
+static void tcp_try_next(lc__ssh_conn *c);
 
 static void on_tcp_writable(uv_poll_t *h, int status, int events) {
-  sconn *c = h->data;
+  lc__ssh_conn *c = h->data;
   int err = 0;
   socklen_t len = sizeof(err);
   (void)events;
@@ -1088,7 +1088,7 @@ static void on_tcp_writable(uv_poll_t *h, int status, int events) {
   }
 }
 
-static void tcp_try_next(sconn *c) {
+static void tcp_try_next(lc__ssh_conn *c) {
   struct addrinfo *ai = c->ai_next;
   int fd;
   if (ai == NULL) {
@@ -1131,7 +1131,7 @@ static void tcp_try_next(sconn *c) {
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
-  sconn *c = req->data;
+  lc__ssh_conn *c = req->data;
   c->open_handles--; /* the request is over */
   c->gai_pending = 0;
   if (c->close_done != NULL || c->state != C_RESOLVING) {
@@ -1160,7 +1160,7 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 }
 
 /* " (the ProxyCommand exited with status N: its last stderr)" once it exited; else "". */
-static void proxy_note(const sconn *c, char *out, size_t size) {
+static void proxy_note(const lc__ssh_conn *c, char *out, size_t size) {
   out[0] = '\0';
   if (c->proxy_running || !c->proxy_inited)
     return;
@@ -1169,7 +1169,7 @@ static void proxy_note(const sconn *c, char *out, size_t size) {
 }
 
 static void on_proxy_exit(uv_process_t *h, int64_t status, int sig) {
-  sconn *c = h->data;
+  lc__ssh_conn *c = h->data;
   char note[400];
   if (c == NULL) { /* let go by proxy_stop */
     uv_close((uv_handle_t *)h, proxy_proc_closed);
@@ -1194,7 +1194,7 @@ static void proxy_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 /* Keeps the last line or so of what the ProxyCommand writes to stderr, blanks folded. */
 static void on_proxy_err(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-  sconn *c = st->data;
+  lc__ssh_conn *c = st->data;
   if (n <= 0) {
     if (n < 0)
       uv_read_stop(st);
@@ -1219,7 +1219,7 @@ static void on_proxy_err(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
  * (which forks inside ssh_connect and cannot say why the command failed): the loop never blocks,
  * and the command's exit status and stderr reach the error message.
  */
-static void proxy_start(sconn *c) {
+static void proxy_start(lc__ssh_conn *c) {
   uv_loop_t *loop = lc__engine_loop(c->rt->engine);
   uv_process_options_t o;
   uv_stdio_container_t io[3];
@@ -1276,7 +1276,7 @@ static void proxy_start(sconn *c) {
 }
 
 /* Starts (or, after a loss, restarts) connecting: through the jump host, or resolve + TCP. */
-static void conn_begin(sconn *c) {
+static void conn_begin(lc__ssh_conn *c) {
   lc_runtime *rt = c->rt;
   char port[16];
   struct addrinfo hints;
@@ -1288,7 +1288,7 @@ static void conn_begin(sconn *c) {
   c->state = C_IDLE;
   uv_timer_start(&c->timer, on_connect_timeout, (uint64_t)rt->opts.connect_timeout_ms, 0);
   if (rt->jump != NULL) {
-    sconn *j = rt->jump->backend;
+    lc__ssh_conn *j = rt->jump->backend;
     if (j == NULL || j->state != C_READY) {
       lc__ssh_fail(c, LC_ECLOSED, "%s: the jump host %s is not connected", c->where,
                    rt->jump->name);
@@ -1324,12 +1324,12 @@ static void conn_begin(sconn *c) {
 
 /* ConnectionAttempts: another try, a second after the last failed (as ssh). */
 static void on_attempt(uv_timer_t *t) {
-  sconn *c = t->data;
+  lc__ssh_conn *c = t->data;
   if (c->state == C_IDLE && c->close_done == NULL)
     conn_begin(c);
 }
 
-static void timers_init(sconn *c) {
+static void timers_init(lc__ssh_conn *c) {
   uv_loop_t *loop = lc__engine_loop(c->rt->engine);
   uv_timer_init(loop, &c->timer);
   uv_timer_init(loop, &c->retry);
@@ -1341,17 +1341,17 @@ static void timers_init(sconn *c) {
 }
 
 static void ssh_connect_start(lc_runtime *rt) {
-  sconn *c = rt->backend;
+  lc__ssh_conn *c = rt->backend;
   c->attempt = 0;
   timers_init(c);
   conn_begin(c);
 }
 
-static void timers_init(sconn *c);
+static void timers_init(lc__ssh_conn *c);
 
 /* A copy of the primary's settings for an extra connection. */
-static sconn *extra_new(sconn *pc) {
-  sconn *c = lc__calloc(1, sizeof(*c));
+static lc__ssh_conn *extra_new(lc__ssh_conn *pc) {
+  lc__ssh_conn *c = lc__calloc(1, sizeof(*c));
   lc__ssh_host *h, *from = &pc->host;
   if (c == NULL)
     return NULL;
@@ -1374,15 +1374,15 @@ static sconn *extra_new(sconn *pc) {
 
 /* Where a new process goes: a connection with a free session slot, else a new connection (a
  * few at most), else the primary's queue. */
-static sconn *pick_conn(sconn *pc) {
+static lc__ssh_conn *pick_conn(lc__ssh_conn *pc) {
   int n = 0;
   if (pc->execs < pc->session_cap)
     return pc;
-  for (sconn *e = pc->extras; e != NULL; e = e->next_extra, n++)
+  for (lc__ssh_conn *e = pc->extras; e != NULL; e = e->next_extra, n++)
     if (e->state != C_DEAD && e->execs < e->session_cap)
       return e;
   if (n < MAX_EXTRA_CONNECTIONS) {
-    sconn *e = extra_new(pc);
+    lc__ssh_conn *e = extra_new(pc);
     if (e != NULL && e->state != C_DEAD)
       return e;
   }
@@ -1390,8 +1390,8 @@ static sconn *pick_conn(sconn *pc) {
 }
 
 static void ssh_proc_start(lc_process *p) {
-  sconn *c = p->rt->backend;
-  schan *k = lc__calloc(1, sizeof(*k));
+  lc__ssh_conn *c = p->rt->backend;
+  lc__ssh_chan *k = lc__calloc(1, sizeof(*k));
   lc__err err = {0};
   if (k == NULL) {
     lc__err_set(&err, -ENOMEM, "out of memory");
@@ -1415,7 +1415,7 @@ static void ssh_proc_start(lc_process *p) {
   if (c->chans == NULL) {
     c->chans = k;
   } else {
-    schan *t = c->chans;
+    lc__ssh_chan *t = c->chans;
     while (t->next)
       t = t->next;
     t->next = k;
@@ -1426,19 +1426,19 @@ static void ssh_proc_start(lc_process *p) {
 }
 
 static void ssh_proc_kick(lc_process *p) {
-  schan *k = p->backend;
+  lc__ssh_chan *k = p->backend;
   if (k == NULL)
     return;
-  sconn *c = k->c;
+  lc__ssh_conn *c = k->c;
   exec_pump(k);
   lc__ssh_update_poll(c);
 }
 
 static void ssh_proc_abort(lc_process *p) {
-  schan *k = p->backend;
+  lc__ssh_chan *k = p->backend;
   if (k == NULL)
     return;
-  sconn *c = k->c;
+  lc__ssh_conn *c = k->c;
   /* Closing the channel gives the lifeline its EOF: it ends the process group. */
   exec_end(k, NULL, 0);
   chans_pump(c); /* a queued process may take the freed session */
@@ -1447,16 +1447,16 @@ static void ssh_proc_abort(lc_process *p) {
 
 static void extra_closed(lc_runtime *rt) { (void)rt; }
 
-static void conn_close(sconn *c, void (*done)(lc_runtime *rt));
+static void conn_close(lc__ssh_conn *c, void (*done)(lc_runtime *rt));
 
 static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
-  sconn *c = rt->backend;
+  lc__ssh_conn *c = rt->backend;
   if (c == NULL) {
     done(rt);
     return;
   }
   while (c->extras != NULL) {
-    sconn *e = c->extras;
+    lc__ssh_conn *e = c->extras;
     c->extras = e->next_extra;
     conn_close(e, extra_closed);
   }
@@ -1465,13 +1465,13 @@ static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
 
 /* Closes one connection; its memory goes when its handles have closed (then done, for the
  * primary). */
-static void conn_close(sconn *c, void (*done)(lc_runtime *rt)) {
+static void conn_close(lc__ssh_conn *c, void (*done)(lc_runtime *rt)) {
   uv_handle_t fake;
   c->close_done = done; /* no reconnect from here on */
   while (c->chans != NULL)
     chan_end(c->chans, NULL);
   if (c->relay != NULL) {
-    schan *k = c->relay;
+    lc__ssh_chan *k = c->relay;
     c->relay = NULL;
     k->owner = NULL;
     lc__tunnel_end(k);
@@ -1503,8 +1503,9 @@ static void conn_close(sconn *c, void (*done)(lc_runtime *rt)) {
   handle_closed(&fake);
 }
 
-int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err) {
-  sconn *c = NULL;
+/* ops->prepare: reads the host's settings; via, when not NULL, overrides its ProxyJump. */
+static int ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err) {
+  lc__ssh_conn *c = NULL;
   const char *jump_spec;
   char *jump_copy = NULL;
   int r = 0;
@@ -1550,8 +1551,8 @@ int lc__ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *
     last = strrchr(jump_copy, ',');
     if (last != NULL)
       *last++ = '\0';
-    if ((r = lc__runtime_new_ssh_via(&rt->jump, rt->engine, last ? last : jump_copy,
-                                     last ? jump_copy : NULL, &rt->opts)) < 0) {
+    if ((r = lc__runtime_make(&rt->jump, &lc__ssh_ops, rt->engine, last ? last : jump_copy,
+                              last ? jump_copy : NULL, &rt->opts, 1)) < 0) {
       r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, lc_error_last());
       goto out;
     }
@@ -1571,6 +1572,8 @@ out:
 
 const lc__backend_ops lc__ssh_ops = {
     .name = "ssh",
+    .caps = 0,
+    .prepare = ssh_prepare,
     .connect = ssh_connect_start,
     .proc_start = ssh_proc_start,
     .proc_kick = ssh_proc_kick,
@@ -1580,3 +1583,13 @@ const lc__backend_ops lc__ssh_ops = {
     .fwd_stop = lc__tunnel_fwd_stop,
     .close = ssh_close,
 };
+
+int lc_runtime_new_ssh(lc_runtime **out, lc_engine *engine, const char *host,
+                       const lc_runtime_options *opts) {
+  return lc__runtime_make(out, &lc__ssh_ops, engine, host, NULL, opts, 1);
+}
+
+int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
+                            const lc_runtime_options *opts) {
+  return lc__runtime_make(out, &lc__ssh_ops, engine, host, NULL, opts, 0);
+}

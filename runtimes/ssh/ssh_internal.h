@@ -20,17 +20,17 @@
 #define PACKET_DATA 32758
 #define WRITE_CHUNK (8 * PACKET_DATA)
 
-typedef struct sconn sconn;
-typedef struct schan schan;
-typedef struct sreq sreq;
+typedef struct lc__ssh_conn lc__ssh_conn;
+typedef struct lc__ssh_chan lc__ssh_chan;
+typedef struct lc__ssh_global_req lc__ssh_global_req;
 
 enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, C_READY, C_DEAD };
 enum chan_state { CH_QUEUED, CH_OPENING, CH_CONNECTING, CH_EXEC, CH_RUNNING, CH_CLOSING };
 enum chan_kind { K_EXEC, K_RELAY };
 
-struct schan {
-  sconn *c;
-  schan *next, *prev;
+struct lc__ssh_chan {
+  lc__ssh_conn *c;
+  lc__ssh_chan *next, *prev;
   enum chan_kind kind;
   enum chan_state state;
   ssh_channel ch;
@@ -41,38 +41,38 @@ struct schan {
   lc_process *p; /* NULL once detached */
 
   /* K_RELAY: a channel relayed to a local stream */
-  sconn *owner;      /* ProxyJump: the connection that rides on this relay */
+  lc__ssh_conn *owner; /* ProxyJump: the connection that rides on this relay */
   lc_forward *fwd;   /* port forward: the forward this connection belongs to */
   char *target_host; /* direct-tcpip: where the host should connect */
   int target_port;
   int origin_port;
   uv_stream_t *stream; /* owned (uv_tcp_t or uv_pipe_t on the heap) */
-  uv_connect_t creq;   /* remote forward: connecting the stream to the target */
+  uv_connect_t connect_req; /* remote forward: connecting the stream to the target */
   lc__buf to_chan;     /* read from the stream; from to_chan_off on not yet in the channel */
   size_t to_chan_off;
   int stream_eof; /* the stream said EOF */
   int chan_eof_sent;
-  uv_write_t wreq;
-  char *wbuf; /* in flight to the stream */
+  uv_write_t write_req;
+  char *write_buf; /* in flight to the stream */
   int writing;
   size_t rx_waiting;    /* data may wait in libssh's channel buffer (what the callback left) */
   size_t rx_since_grow; /* bytes from the host since the receive window was last topped up */
   int rx_failed;        /* a write to the stream failed inside the data callback */
-  unsigned rx_seq;      /* the wake-up (sconn.drive_seq) in which the host's data last came */
-  uv_shutdown_t sreq;
+  unsigned rx_seq; /* the wake-up (lc__ssh_conn.drive_seq) in which the host's data last came */
+  uv_shutdown_t shutdown_req;
   int shut_sent, shut_done;
   int ending;
 };
 
 /* A global request (tcpip-forward, cancel-tcpip-forward): one at a time per session. */
-struct sreq {
-  sreq *next;
+struct lc__ssh_global_req {
+  lc__ssh_global_req *next;
   lc_forward *fwd; /* listen: the forward; NULL for a cancel */
   char *bind;
   int port;
 };
 
-struct sconn {
+struct lc__ssh_conn {
   lc_runtime *rt;
   lc__ssh_host host;
   enum conn_state state;
@@ -99,16 +99,17 @@ struct sconn {
   struct addrinfo *ai_list, *ai_next;
   int sock;
   int last_errno;
-  schan *chans;
+  lc__ssh_chan *chans;
   int sessions; /* open session channels */
-  sreq *reqs, *failed_reqs;
+  lc__ssh_global_req *reqs, *failed_reqs;
   int req_sent; /* the head of reqs was sent and waits for its answer */
   int open_handles;
   void (*close_done)(lc_runtime *rt);
-  schan *relay;   /* in the jump host's connection, when this one rides a ProxyJump */
-  sconn *primary; /* an extra connection: the runtime's own one; NULL for that one itself */
-  sconn *extras;  /* the primary's extra connections, opened when sshd's MaxSessions is full */
-  sconn *next_extra;
+  lc__ssh_chan *relay;   /* in the jump host's connection, when this one rides a ProxyJump */
+  lc__ssh_conn *primary; /* an extra connection: the runtime's own one; NULL for that one itself */
+  lc__ssh_conn
+      *extras; /* the primary's extra connections, opened when sshd's MaxSessions is full */
+  lc__ssh_conn *next_extra;
   int execs; /* exec channels on this connection, queued or open */
   char *locked_keys;
   /* the first identity that PubkeyAcceptedAlgorithms kept from being offered: "ALG key FILE" */
@@ -134,31 +135,35 @@ struct sconn {
 };
 
 /* ssh.c */
-const char *lc__ssh_err(sconn *c);
-void lc__ssh_update_poll(sconn *c);
-int lc__ssh_write_open(const sconn *c);
-ssize_t lc__ssh_chan_put(schan *k, const char *data, size_t len);
-void lc__ssh_fail(sconn *c, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void lc__ssh_start_session(sconn *c, int fd);
-void lc__ssh_chan_link(sconn *c, schan *k);
-void lc__ssh_chan_unlink(schan *k);
-void lc__ssh_chan_free(schan *k);
-void lc__ssh_reconnect_later(sconn *c);
+const char *lc__ssh_err(lc__ssh_conn *c);
+void lc__ssh_update_poll(lc__ssh_conn *c);
+int lc__ssh_write_open(const lc__ssh_conn *c);
+ssize_t lc__ssh_chan_put(lc__ssh_chan *k, const char *data, size_t len);
+void lc__ssh_fail(lc__ssh_conn *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void lc__ssh_start_session(lc__ssh_conn *c, int fd);
+void lc__ssh_chan_link(lc__ssh_conn *c, lc__ssh_chan *k);
+void lc__ssh_chan_unlink(lc__ssh_chan *k);
+void lc__ssh_chan_free(lc__ssh_chan *k);
+void lc__ssh_reconnect_later(lc__ssh_conn *c);
 /* Runs lc__tunnel_retry and the channel queue again after ms. */
-void lc__ssh_retry_in(sconn *c, unsigned long ms);
+void lc__ssh_retry_in(lc__ssh_conn *c, unsigned long ms);
 
 /* tunnel.c */
-void lc__tunnel_pump(schan *k);
-void lc__tunnel_end(schan *k);
-int lc__tunnel_jump_open(sconn *jump, sconn *owner);
-void lc__tunnel_accept_forwarded(sconn *c);
-void lc__tunnel_requests(sconn *c);
-void lc__tunnel_restore(sconn *c);
-void lc__tunnel_retry(sconn *c);
-void lc__tunnel_pump_any(schan *k);
-void lc__tunnel_lost(sconn *c, const lc__err *err);
+void lc__tunnel_pump(lc__ssh_chan *k);
+void lc__tunnel_end(lc__ssh_chan *k);
+int lc__tunnel_jump_open(lc__ssh_conn *jump, lc__ssh_conn *owner);
+void lc__tunnel_accept_forwarded(lc__ssh_conn *c);
+void lc__tunnel_requests(lc__ssh_conn *c);
+void lc__tunnel_restore(lc__ssh_conn *c);
+void lc__tunnel_retry(lc__ssh_conn *c);
+void lc__tunnel_pump_any(lc__ssh_chan *k);
+void lc__tunnel_lost(lc__ssh_conn *c, const lc__err *err);
 void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client);
 void lc__tunnel_fwd_start(lc_forward *f);
 void lc__tunnel_fwd_stop(lc_forward *f);
+
+/* The SSH backend (ssh.c). */
+extern const lc__backend_ops lc__ssh_ops;
 
 #endif /* LC_SSH_INTERNAL_H */

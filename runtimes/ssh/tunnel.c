@@ -34,22 +34,22 @@ static char relay_buf[RELAY_READ]; /* engine thread only */
 
 /* ---- the relay ------------------------------------------------------------------------------ */
 
-static void relay_free(schan *k) {
+static void relay_free(lc__ssh_chan *k) {
   lc__buf_free(&k->to_chan);
-  free(k->wbuf);
+  free(k->write_buf);
   free(k->target_host);
   free(k);
 }
 
 static void stream_closed(uv_handle_t *h) {
-  schan *k = h->data;
+  lc__ssh_chan *k = h->data;
   free(h);
   relay_free(k);
 }
 
 /* Ends a relay now: the channel is closed and freed, the stream closed. */
-void lc__tunnel_end(schan *k) {
-  sconn *owner = k->owner;
+void lc__tunnel_end(lc__ssh_chan *k) {
+  lc__ssh_conn *owner = k->owner;
   if (k->ending)
     return;
   k->ending = 1;
@@ -71,7 +71,9 @@ void lc__tunnel_end(schan *k) {
 }
 
 static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
-  static char rbuf[2 * PACKET_DATA]; /* whole packets; 256 KiB reads took 15% more CPU per GiB */
+  /* whole packets; larger reads cost more CPU per byte (docs/benchmarks.md, "Measurements quoted
+   * by the code", M2) */
+  static char rbuf[2 * PACKET_DATA];
   (void)h;
   (void)suggested;
   buf->base = rbuf;
@@ -79,7 +81,7 @@ static void relay_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 }
 
 static void on_stream_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
-  schan *k = st->data;
+  lc__ssh_chan *k = st->data;
   if (n > 0) {
     size_t taken = 0;
     if (k->to_chan.len == k->to_chan_off && k->state == CH_RUNNING) {
@@ -116,14 +118,14 @@ static void on_stream_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
     }
     k->stream_eof = 1;
   }
-  sconn *c = k->c;
+  lc__ssh_conn *c = k->c;
   lc__tunnel_pump(k);
   lc__ssh_update_poll(c);
 }
 
 static void on_stream_written(uv_write_t *req, int status) {
-  schan *k = req->data;
-  sconn *c = k->c;
+  lc__ssh_chan *k = req->data;
+  lc__ssh_conn *c = k->c;
   k->writing = 0;
   if (k->ending)
     return;
@@ -136,8 +138,8 @@ static void on_stream_written(uv_write_t *req, int status) {
 }
 
 static void on_stream_shut(uv_shutdown_t *req, int status) {
-  schan *k = req->data;
-  sconn *c = k->c;
+  lc__ssh_chan *k = req->data;
+  lc__ssh_conn *c = k->c;
   (void)status;
   k->shut_done = 1;
   if (k->ending)
@@ -146,14 +148,14 @@ static void on_stream_shut(uv_shutdown_t *req, int status) {
   lc__ssh_update_poll(c);
 }
 
-static void stream_start(schan *k) {
+static void stream_start(lc__ssh_chan *k) {
   k->stream->data = k;
   uv_read_start(k->stream, relay_alloc, on_stream_read);
 }
 
 /* Moves data both ways as far as windows, the write gate and the stream allow. */
-void lc__tunnel_pump(schan *k) {
-  sconn *c = k->c;
+void lc__tunnel_pump(lc__ssh_chan *k) {
+  lc__ssh_conn *c = k->c;
   int n, hold;
 
   if (k->ending || k->state != CH_RUNNING)
@@ -164,7 +166,8 @@ void lc__tunnel_pump(schan *k) {
   }
   /* data waits for the channel: one libssh poll round now (it sends what libssh holds if the
    * socket takes it, and takes the host's window adjusts) lets it go on in this same pass; waiting
-   * for the next wake-up instead cost about 15% more CPU per GiB sent */
+   * for the next wake-up instead costs more CPU per byte sent (docs/benchmarks.md, "Measurements
+   * quoted by the code", M3) */
   if (k->to_chan.len > k->to_chan_off)
     ssh_channel_poll(k->ch, 0);
   /* channel -> stream: what the data callback left in libssh's buffer, and the window top-up;
@@ -198,15 +201,15 @@ void lc__tunnel_pump(schan *k) {
     }
     if (w < 0)
       w = 0;
-    free(k->wbuf);
-    if ((k->wbuf = lc__malloc((size_t)(n - w))) == NULL) {
+    free(k->write_buf);
+    if ((k->write_buf = lc__malloc((size_t)(n - w))) == NULL) {
       lc__tunnel_end(k);
       return;
     }
-    memcpy(k->wbuf, relay_buf + w, (size_t)(n - w));
-    b = uv_buf_init(k->wbuf, (unsigned int)(n - w));
-    k->wreq.data = k;
-    if (uv_write(&k->wreq, k->stream, &b, 1, on_stream_written) < 0) {
+    memcpy(k->write_buf, relay_buf + w, (size_t)(n - w));
+    b = uv_buf_init(k->write_buf, (unsigned int)(n - w));
+    k->write_req.data = k;
+    if (uv_write(&k->write_req, k->stream, &b, 1, on_stream_written) < 0) {
       lc__tunnel_end(k);
       return;
     }
@@ -216,8 +219,8 @@ void lc__tunnel_pump(schan *k) {
   if (!k->writing && !k->shut_sent && (ssh_channel_is_eof(k->ch) || k->remote_closed) &&
       ssh_channel_poll(k->ch, 0) <= 0) {
     k->shut_sent = 1;
-    k->sreq.data = k;
-    if (uv_shutdown(&k->sreq, k->stream, on_stream_shut) < 0)
+    k->shutdown_req.data = k;
+    if (uv_shutdown(&k->shutdown_req, k->stream, on_stream_shut) < 0)
       k->shut_done = 1;
   }
   /* stream -> channel, within the window and the write gate */
@@ -246,7 +249,7 @@ void lc__tunnel_pump(schan *k) {
 }
 
 static void on_relay_close(ssh_session s, ssh_channel ch, void *userdata) {
-  schan *k = userdata;
+  lc__ssh_chan *k = userdata;
   (void)s;
   (void)ch;
   k->remote_closed = 1;
@@ -256,11 +259,12 @@ static void on_relay_close(ssh_session s, ssh_channel ch, void *userdata) {
  * adds some): written to the stream when it takes it; returns what was taken (the rest stays in
  * the buffer for lc__tunnel_pump). During a wake-up's poll rounds less than RELAY_HOLD is held
  * back: one write then carries eight packets, not one, and the reader wakes once for them
- * (download throughput +20%, measured); lc__tunnel_pump writes what is held at the end of the
+ * (faster downloads: docs/benchmarks.md, "Measurements quoted by the code", M4);
+ * lc__tunnel_pump writes what is held at the end of the
  * wake-up unless more is already waiting in the socket. */
 static int on_relay_data(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
                          void *userdata) {
-  schan *k = userdata;
+  lc__ssh_chan *k = userdata;
   uv_buf_t b;
   int w;
   (void)s;
@@ -286,7 +290,7 @@ static int on_relay_data(ssh_session s, ssh_channel ch, void *data, uint32_t len
   return w;
 }
 
-static void relay_running(schan *k) {
+static void relay_running(lc__ssh_chan *k) {
   ssh_callbacks_init(&k->cb);
   k->cb.userdata = k;
   k->cb.channel_close_function = on_relay_close;
@@ -298,8 +302,8 @@ static void relay_running(schan *k) {
   lc__tunnel_pump(k);
 }
 
-static schan *relay_new(sconn *c, uv_stream_t *stream) {
-  schan *k = lc__calloc(1, sizeof(*k));
+static lc__ssh_chan *relay_new(lc__ssh_conn *c, uv_stream_t *stream) {
+  lc__ssh_chan *k = lc__calloc(1, sizeof(*k));
   if (k == NULL)
     return NULL;
   k->c = c;
@@ -313,8 +317,8 @@ static schan *relay_new(sconn *c, uv_stream_t *stream) {
 /* ---- direct-tcpip: ProxyJump hops and local forwards ---------------------------------------- */
 
 /* The jump host's channel is open: run SSH over a socketpair whose other end is relayed. */
-static void jump_opened(schan *k) {
-  sconn *owner = k->owner;
+static void jump_opened(lc__ssh_chan *k) {
+  lc__ssh_conn *owner = k->owner;
   uv_pipe_t *pipe;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
@@ -341,13 +345,13 @@ static void jump_opened(schan *k) {
 }
 
 /* Drives the open of a direct-tcpip channel; then the relay. */
-static void direct_drive(schan *k) {
+static void direct_drive(lc__ssh_chan *k) {
   int r = ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1",
                                    k->origin_port);
   if (r == SSH_AGAIN)
     return;
   if (r != SSH_OK) {
-    sconn *owner = k->owner;
+    lc__ssh_conn *owner = k->owner;
     if (owner != NULL) {
       k->owner = NULL;
       owner->relay = NULL;
@@ -364,8 +368,8 @@ static void direct_drive(schan *k) {
     relay_running(k);
 }
 
-int lc__tunnel_jump_open(sconn *j, sconn *owner) {
-  schan *k = relay_new(j, NULL);
+int lc__tunnel_jump_open(lc__ssh_conn *j, lc__ssh_conn *owner) {
+  lc__ssh_chan *k = relay_new(j, NULL);
   if (k == NULL || (k->ch = ssh_channel_new(j->s)) == NULL ||
       (k->target_host = lc__strdup(owner->host.hostname)) == NULL) {
     if (k != NULL) {
@@ -387,10 +391,10 @@ int lc__tunnel_jump_open(sconn *j, sconn *owner) {
 }
 
 void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
-  sconn *c = f->rt->backend;
+  lc__ssh_conn *c = f->rt->backend;
   struct sockaddr_storage peer;
   int len = sizeof(peer);
-  schan *k;
+  lc__ssh_chan *k;
   if (c == NULL || c->state != C_READY || (k = relay_new(c, (uv_stream_t *)client)) == NULL) {
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     return;
@@ -417,13 +421,13 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
 
 /* ---- remote forwards ------------------------------------------------------------------------ */
 
-static void req_free(sreq *q) {
+static void req_free(lc__ssh_global_req *q) {
   free(q->bind);
   free(q);
 }
 
-static int req_push(sconn *c, lc_forward *f, const char *bind, int port) {
-  sreq *q = lc__calloc(1, sizeof(*q)), **tail = &c->reqs;
+static int req_push(lc__ssh_conn *c, lc_forward *f, const char *bind, int port) {
+  lc__ssh_global_req *q = lc__calloc(1, sizeof(*q)), **tail = &c->reqs;
   if (q == NULL || (q->bind = lc__strdup(bind)) == NULL) {
     free(q);
     return -ENOMEM;
@@ -437,9 +441,9 @@ static int req_push(sconn *c, lc_forward *f, const char *bind, int port) {
 }
 
 /* Sends the global requests one at a time (only one may be outstanding per session). */
-void lc__tunnel_requests(sconn *c) {
+void lc__tunnel_requests(lc__ssh_conn *c) {
   while (c->reqs != NULL && c->state == C_READY) {
-    sreq *q = c->reqs;
+    lc__ssh_global_req *q = c->reqs;
     int r = q->fwd != NULL ? ssh_channel_listen_forward(c->s, q->bind, q->port, NULL)
                            : ssh_channel_cancel_forward(c->s, q->bind, q->port);
     if (r == SSH_AGAIN) {
@@ -472,7 +476,7 @@ void lc__tunnel_requests(sconn *c) {
 }
 
 void lc__tunnel_fwd_start(lc_forward *f) {
-  sconn *c = f->rt->backend;
+  lc__ssh_conn *c = f->rt->backend;
   lc__err err = {0};
   if (c == NULL || c->state != C_READY) {
     lc__err_set(&err, LC_ECLOSED, "%s: not connected", f->rt->name);
@@ -489,8 +493,8 @@ void lc__tunnel_fwd_start(lc_forward *f) {
 }
 
 static void on_target_connected(uv_connect_t *req, int status) {
-  schan *k = req->data;
-  sconn *c = k->c;
+  lc__ssh_chan *k = req->data;
+  lc__ssh_conn *c = k->c;
   if (k->ending)
     return;
   if (status < 0) { /* the target refused: only this connection closes */
@@ -504,7 +508,7 @@ static void on_target_connected(uv_connect_t *req, int status) {
 }
 
 /* Takes the connections the host forwards to us, and connects each to its forward's target. */
-void lc__tunnel_accept_forwarded(sconn *c) {
+void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
   ssh_channel ch;
   int dport = 0;
   while (c->state == C_READY &&
@@ -512,7 +516,7 @@ void lc__tunnel_accept_forwarded(sconn *c) {
     lc_forward *f = c->rt->forwards;
     struct sockaddr_storage addr;
     uv_tcp_t *tcp = NULL;
-    schan *k = NULL;
+    lc__ssh_chan *k = NULL;
     while (f != NULL && !(f->kind == LC_FORWARD_REMOTE && f->port == dport && f->backend == c))
       f = f->next;
     if (f == NULL || lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
@@ -529,14 +533,14 @@ void lc__tunnel_accept_forwarded(sconn *c) {
     k->fwd = f;
     k->state = CH_CONNECTING;
     lc__ssh_chan_link(c, k);
-    k->creq.data = k;
-    if (uv_tcp_connect(&k->creq, tcp, (struct sockaddr *)&addr, on_target_connected) < 0)
+    k->connect_req.data = k;
+    if (uv_tcp_connect(&k->connect_req, tcp, (struct sockaddr *)&addr, on_target_connected) < 0)
       lc__tunnel_end(k);
   }
 }
 
 /* Drops f's requests from a list; one already sent keeps its place, answered for nobody. */
-static void drop_reqs(sreq **q, lc_forward *f, int head_sent) {
+static void drop_reqs(lc__ssh_global_req **q, lc_forward *f, int head_sent) {
   for (int first = 1; *q != NULL; first = 0) {
     if ((*q)->fwd != f) {
       q = &(*q)->next;
@@ -544,7 +548,7 @@ static void drop_reqs(sreq **q, lc_forward *f, int head_sent) {
       (*q)->fwd = NULL;
       q = &(*q)->next;
     } else {
-      sreq *dead = *q;
+      lc__ssh_global_req *dead = *q;
       *q = dead->next;
       req_free(dead);
     }
@@ -552,10 +556,10 @@ static void drop_reqs(sreq **q, lc_forward *f, int head_sent) {
 }
 
 void lc__tunnel_fwd_stop(lc_forward *f) {
-  sconn *c = f->rt != NULL ? f->rt->backend : NULL;
+  lc__ssh_conn *c = f->rt != NULL ? f->rt->backend : NULL;
   if (c == NULL)
     return;
-  for (schan *k = c->chans, *next; k != NULL; k = next) {
+  for (lc__ssh_chan *k = c->chans, *next; k != NULL; k = next) {
     next = k->next;
     if (k->kind == K_RELAY && k->fwd == f)
       lc__tunnel_end(k);
@@ -573,9 +577,9 @@ void lc__tunnel_fwd_stop(lc_forward *f) {
 /* ---- connection lost, connection back ------------------------------------------------------- */
 
 /* The connection is gone: forwards go down (their connections end with the channels). */
-void lc__tunnel_lost(sconn *c, const lc__err *err) {
+void lc__tunnel_lost(lc__ssh_conn *c, const lc__err *err) {
   while (c->reqs != NULL || c->failed_reqs != NULL) {
-    sreq *q = c->reqs ? c->reqs : c->failed_reqs;
+    lc__ssh_global_req *q = c->reqs ? c->reqs : c->failed_reqs;
     if (q == c->reqs)
       c->reqs = q->next;
     else
@@ -593,7 +597,7 @@ void lc__tunnel_lost(sconn *c, const lc__err *err) {
 }
 
 /* Back after a reconnect: local forwards are up again, remote ones ask the host to listen. */
-void lc__tunnel_restore(sconn *c) {
+void lc__tunnel_restore(lc__ssh_conn *c) {
   for (lc_forward *f = c->rt->forwards; f != NULL; f = f->next) {
     if (f->kind == LC_FORWARD_LOCAL)
       lc__forward_set_up(f, 1, "reconnected");
@@ -604,9 +608,9 @@ void lc__tunnel_restore(sconn *c) {
 }
 
 /* Remote listens that failed after a reconnect go back into the queue. */
-void lc__tunnel_retry(sconn *c) {
+void lc__tunnel_retry(lc__ssh_conn *c) {
   while (c->failed_reqs != NULL) {
-    sreq *q = c->failed_reqs;
+    lc__ssh_global_req *q = c->failed_reqs;
     c->failed_reqs = q->next;
     if (q->fwd != NULL)
       req_push(c, q->fwd, q->bind, q->port);
@@ -616,7 +620,7 @@ void lc__tunnel_retry(sconn *c) {
 }
 
 /* Relays of one connection: open, connect, pump. */
-void lc__tunnel_pump_any(schan *k) {
+void lc__tunnel_pump_any(lc__ssh_chan *k) {
   if (k->state == CH_OPENING)
     direct_drive(k);
   else if (k->state == CH_RUNNING)

@@ -7,6 +7,7 @@
 #define LC_CLUSTER_INTERNAL_H
 
 #include "../../launchers/launchers.h"
+#include "../group_internal.h"
 #include "../ports_internal.h"
 #include "../runtime_internal.h"
 

@@ -337,8 +337,82 @@ static void test_engine_start_stop(void) {
   lc_engine_free(NULL);
 }
 
+/*
+ * What a runtime is comes from its backend's ops table, chosen by the backend's constructor:
+ * the local one runs on this machine, an SSH one (settings read, never connected) does not.
+ */
+static void test_backend_caps(void) {
+  char config[] = "/tmp/lc-test-caps-XXXXXX";
+  lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
+  lc_engine *e = NULL;
+  lc_runtime *local = NULL, *ssh = NULL;
+  int fd = mkstemp(config);
+  LC_REQUIRE(fd >= 0);
+  LC_REQUIRE(write(fd, "Host capstest\n  HostName 127.0.0.1\n  Port 1\n", 44) == 44);
+  close(fd);
+  o.ssh_config = config;
+  LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+  LC_REQUIRE_OK(lc_runtime_new_local(&local, e, NULL));
+  LC_CHECK(lc__runtime_on_this_machine(local));
+  LC_REQUIRE_OK(lc__runtime_prepare_ssh(&ssh, e, "capstest", &o));
+  LC_CHECK(!lc__runtime_on_this_machine(ssh));
+  lc__runtime_discard(ssh);
+  lc_runtime_free(local);
+  lc_engine_free(e);
+  unlink(config);
+}
+
+/*
+ * Runs the lifeline's sweep alone in /bin/sh: a process carrying LC_LIFELINE=<the shell's pid>
+ * (as one that left the command's group would) gets the signal, one carrying another value does
+ * not, and a sweep that finds nothing says so. started is what the wrapper would have read from
+ * /proc/uptime: "now" takes the short path (only the PIDs made since), "" the full one.
+ */
+static void sweep_alone(const char *started, char *out, size_t outsz) {
+  lc__buf script = {0};
+  FILE *f;
+  size_t n = 0;
+  out[0] = '\0';
+  if (lc__buf_puts(&script, lc__command_lifeline_sweep()) < 0 ||
+      lc__buf_printf(&script,
+                     "LC_LIFELINE=$$ sleep 5 & marked=$!\n"
+                     "LC_LIFELINE=other sleep 30 & unmarked=$!\n"
+                     /* both have exec'd (their environ is their own) before the sweep looks */
+                     "i=0; until grep -qzx \"LC_LIFELINE=$$\" /proc/$marked/environ &&\n"
+                     "  grep -qzx LC_LIFELINE=other /proc/$unmarked/environ; do\n"
+                     "  i=$((i+1)); [ $i -gt 200 ] && break; sleep 0.05; done\n"
+                     "lc_started=%s\n"
+                     "[ \"$lc_started\" = now ] && read -r lc_started _ </proc/uptime\n"
+                     "lc_sweep TERM 2>/dev/null; echo \"swept=$?\"\n"
+                     "wait $marked; echo \"marked=$?\"\n"
+                     "kill -0 $unmarked && echo unmarked=alive\n"
+                     "kill $unmarked; wait $unmarked 2>/dev/null\n"
+                     "lc_sweep TERM 2>/dev/null; echo \"again=$?\"\n",
+                     started) < 0 ||
+      lc__buf_append(&script, "", 1) < 0) {
+    lc__buf_free(&script);
+    return;
+  }
+  if ((f = popen(script.data, "r")) != NULL) {
+    n = fread(out, 1, outsz - 1, f);
+    pclose(f);
+  }
+  out[n] = '\0';
+  lc__buf_free(&script);
+}
+
+/* The sweep of the lifeline, on both of its paths, on its own (not through a whole wrapper). */
+static void test_lifeline_sweep_alone(void) {
+  char out[256];
+  sweep_alone("now", out, sizeof(out));
+  LC_CHECK_STR(out, "swept=0\nmarked=143\nunmarked=alive\nagain=1\n");
+  sweep_alone("", out, sizeof(out));
+  LC_CHECK_STR(out, "swept=0\nmarked=143\nunmarked=alive\nagain=1\n");
+}
+
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
              LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_transfer_scripts),
-             LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop))
+             LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop),
+             LC_TEST(test_backend_caps), LC_TEST(test_lifeline_sweep_alone))

@@ -7,6 +7,7 @@
  */
 #include "hostfacts.h"
 #include "hostinfo_internal.h"
+#include "lazycluster/inventory.h"
 #include "lc_test.h"
 
 #include <errno.h>

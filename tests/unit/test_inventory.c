@@ -5,6 +5,7 @@
  * inventory files, with gpus=N slots=N on every host and repeats dropped.
  */
 #include "hostrange.h"
+#include "lazycluster/inventory.h"
 #include "lc_test.h"
 
 #include <errno.h>
