@@ -10,7 +10,7 @@
 #ifndef LC_GPU_H
 #define LC_GPU_H
 
-#include "internal.h"
+#include "hostinfo_internal.h"
 
 /*
  * Fills info's gpus, gpu_count, gpu_source and gpu_reason. GPUs come from the CUDA runtime

@@ -12,7 +12,7 @@
 #ifndef LC_HOSTFACTS_H
 #define LC_HOSTFACTS_H
 
-#include "internal.h"
+#include "hostinfo_internal.h"
 
 /* How long the script lets `lazyclusterctl probe` or nvidia-smi take (where `timeout` exists). */
 #define LC__HOSTFACTS_GPU_WAIT_S 20
