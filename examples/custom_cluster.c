@@ -946,8 +946,9 @@ static int run_launcher(int argc, char **argv) {
                 lc_discovery_reason(disc, i));
       else
         printf("host %s: %.0f cores, %zu GPUs%s%s\n", lc_discovery_host(disc, i),
-               hi ? hi->cores : 0.0, hi ? hi->gpu_count : 0, hi && hi->gpu_count == 0 ? ": " : "",
-               hi && hi->gpu_count == 0 ? hi->gpu_reason : "");
+               hi ? lc_hostinfo_cores(hi) : 0.0, hi ? lc_hostinfo_gpu_count(hi) : 0,
+               hi && lc_hostinfo_gpu_count(hi) == 0 ? ": " : "",
+               hi && lc_hostinfo_gpu_count(hi) == 0 ? lc_hostinfo_gpu_reason(hi) : "");
     }
     if (lc_group_count(g) == 0) {
       fprintf(stderr, "custom_cluster: no host is reachable\n");
@@ -963,9 +964,10 @@ static int run_launcher(int argc, char **argv) {
       goto out;
     }
     if (lc_hostinfo_local(&hi) == 0) { /* its GPUs steer the placement, as discovery would */
-      lc_runtime_set_resources(local, (int)hi->gpu_count, 0);
-      printf("this machine: %.0f cores, %zu GPUs%s%s\n", hi->cores, hi->gpu_count,
-             hi->gpu_count == 0 ? ": " : "", hi->gpu_count == 0 ? hi->gpu_reason : "");
+      lc_runtime_set_resources(local, (int)lc_hostinfo_gpu_count(hi), 0);
+      printf("this machine: %.0f cores, %zu GPUs%s%s\n", lc_hostinfo_cores(hi),
+             lc_hostinfo_gpu_count(hi), lc_hostinfo_gpu_count(hi) == 0 ? ": " : "",
+             lc_hostinfo_gpu_count(hi) == 0 ? lc_hostinfo_gpu_reason(hi) : "");
       lc_hostinfo_free(hi);
     }
     if ((r = lc_group_add(g, local)) < 0) {

@@ -54,8 +54,8 @@ int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
   pthread_condattr_t ca;
   int r = LC_EINTERNAL;
 
-  (void)opts;
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_ENGINE_OPTIONS_VERSION, "lc_engine_options");
   if ((e = lc__calloc(1, sizeof(*e))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
   pthread_mutex_init(&e->mu, NULL);

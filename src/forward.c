@@ -210,9 +210,11 @@ static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
 static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
                         const char *target_host, int target_port, const lc_forward_options *opts) {
   lc_forward *f = NULL;
-  const char *bind = opts && opts->bind_address ? opts->bind_address : "127.0.0.1";
+  const char *bind = NULL;
 
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_FORWARD_OPTIONS_VERSION, "lc_forward_options");
+  bind = opts && opts->bind_address ? opts->bind_address : "127.0.0.1";
   if (rt == NULL || target_host == NULL || target_host[0] == '\0')
     return lc__error_set(-EINVAL, "forward: no runtime or no target host given");
   if (kind != LC_FORWARD_LOCAL && kind != LC_FORWARD_REMOTE)

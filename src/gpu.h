@@ -10,7 +10,7 @@
 #ifndef LC_GPU_H
 #define LC_GPU_H
 
-#include "internal.h"
+#include "hostinfo_internal.h"
 
 #include "lazycluster/hostinfo.h"
 

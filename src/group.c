@@ -122,6 +122,7 @@ const char *lc_group_report_log(const lc_group_report *r, size_t i) {
 int lc_group_new(lc_group **out, lc_engine *engine, const lc_group_options *opts) {
   lc_group *g;
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_GROUP_OPTIONS_VERSION, "lc_group_options");
   if (engine == NULL)
     return lc__error_set(-EINVAL, "group: no engine given");
   if ((g = lc__calloc(1, sizeof(*g))) == NULL)
@@ -321,8 +322,8 @@ static void step_start(job_host *h) {
     return;
   }
   s = &j->task->steps[h->step];
-  if (j->eo != NULL)
-    eo = *j->eo;
+  if (j->eo != NULL) /* checked by lc_group_exec; as long as its version says */
+    lc__options_copy(&eo, j->eo, lc__exec_options_size(j->eo));
   eo.on_line = host_line;
   eo.payload = h;
   switch (s->kind) {
@@ -483,6 +484,7 @@ int lc_group_exec(lc_group_report **out, lc_group *g, const char *command,
   step s = {.kind = STEP_RUN, .a = (char *)command};
   lc_task t = {.name = "", .steps = &s, .n = 1};
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
   if (g == NULL || command == NULL)
     return lc__error_set(-EINVAL, "group exec: no group or command given");
   return run_job(out, g, g->rts, g->n, &t, opts, on_line, payload);
@@ -558,6 +560,7 @@ int lc_group_connect(lc_group_report **out, lc_group *g, const char *const *host
   int r;
 
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_RUNTIME_OPTIONS_VERSION, "lc_runtime_options");
   if (g == NULL || (hosts == NULL && n > 0))
     return lc__error_set(-EINVAL, "group connect: no group or hosts given");
   if ((r = report_new(&rep, n)) < 0)

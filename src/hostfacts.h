@@ -12,7 +12,7 @@
 #ifndef LC_HOSTFACTS_H
 #define LC_HOSTFACTS_H
 
-#include "internal.h"
+#include "hostinfo_internal.h"
 
 #include "lazycluster/hostinfo.h"
 

@@ -560,6 +560,43 @@ void lc_hostinfo_free(lc_hostinfo *info) {
   free(info);
 }
 
+const char *lc_hostinfo_hostname(const lc_hostinfo *info) { return info ? info->hostname : ""; }
+const char *lc_hostinfo_os(const lc_hostinfo *info) { return info ? info->os : ""; }
+const char *lc_hostinfo_kernel(const lc_hostinfo *info) { return info ? info->kernel : ""; }
+const char *lc_hostinfo_arch(const lc_hostinfo *info) { return info ? info->arch : ""; }
+double lc_hostinfo_cores(const lc_hostinfo *info) { return info ? info->cores : 0.0; }
+uint64_t lc_hostinfo_memory_bytes(const lc_hostinfo *info) { return info ? info->memory_bytes : 0; }
+size_t lc_hostinfo_gpu_count(const lc_hostinfo *info) {
+  return info && info->gpus ? info->gpu_count : 0;
+}
+const lc_gpu *lc_hostinfo_gpu(const lc_hostinfo *info, size_t i) {
+  return i < lc_hostinfo_gpu_count(info) ? &info->gpus[i] : NULL;
+}
+const char *lc_hostinfo_gpu_source(const lc_hostinfo *info) { return info ? info->gpu_source : ""; }
+const char *lc_hostinfo_gpu_reason(const lc_hostinfo *info) { return info ? info->gpu_reason : ""; }
+size_t lc_hostinfo_gpus_detected(const lc_hostinfo *info) { return info ? info->gpus_detected : 0; }
+int lc_hostinfo_gpus_declared(const lc_hostinfo *info) { return info ? info->gpus_declared : 0; }
+
+int lc_gpu_index(const lc_gpu *gpu) { return gpu ? gpu->index : -1; }
+const char *lc_gpu_uuid(const lc_gpu *gpu) { return gpu ? gpu->uuid : ""; }
+const char *lc_gpu_name(const lc_gpu *gpu) { return gpu ? gpu->name : ""; }
+uint64_t lc_gpu_memory_bytes(const lc_gpu *gpu) { return gpu ? gpu->memory_bytes : 0; }
+
+size_t lc_hostinfo_executable_count(const lc_hostinfo *info) {
+  return info && info->executables ? info->executable_count : 0;
+}
+const char *lc_hostinfo_executable(const lc_hostinfo *info, size_t i) {
+  return i < lc_hostinfo_executable_count(info) ? info->executables[i] : NULL;
+}
+const char *lc_hostinfo_executable_path(const lc_hostinfo *info, size_t i) {
+  if (i >= lc_hostinfo_executable_count(info) || info->executable_paths == NULL)
+    return NULL;
+  return info->executable_paths[i];
+}
+const lc_ports *lc_hostinfo_listening(const lc_hostinfo *info) {
+  return info ? info->listening : NULL;
+}
+
 int lc_hostinfo_has_executable(const lc_hostinfo *info, const char *name) {
   if (info == NULL || name == NULL)
     return lc__error_set(-EINVAL, "lc_hostinfo_has_executable: %s is NULL", info ? "name" : "info");

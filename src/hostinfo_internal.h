@@ -1,6 +1,6 @@
 /*
- * hostinfo_internal.h - the parsers behind lc_hostinfo_local, shared with the remote host facts
- * (src/hostfacts/parse.c) and the unit tests.
+ * hostinfo_internal.h - the hostinfo's fields, and the parsers behind lc_hostinfo_local, shared
+ * with the remote host facts (src/hostfacts/parse.c) and the unit tests.
  *
  * Every reader takes root, the directory that stands for "/": "/" on a live system, a fixture
  * tree in the tests. Paths read below it: etc/os-release, usr/lib/os-release, proc/meminfo,
@@ -14,6 +14,35 @@
 #include "internal.h"
 
 #include "lazycluster/hostinfo.h"
+
+/* One GPU (opaque in lazycluster/hostinfo.h). */
+struct lc_gpu {
+  int index;
+  char uuid[64]; /* "GPU-..." or "" when unknown */
+  char name[128];
+  uint64_t memory_bytes;
+};
+
+/* Facts about one machine (opaque in lazycluster/hostinfo.h; its accessors say what each is). */
+struct lc_hostinfo {
+  char hostname[256];
+  char os[128];
+  char kernel[128];
+  char arch[32];
+  double cores;
+  uint64_t memory_bytes;
+  size_t gpu_count;
+  lc_gpu *gpus; /* gpu_count entries */
+  char gpu_source[16];
+  char gpu_reason[256];
+  /* lc_runtime_hostinfo only */
+  size_t executable_count;
+  char **executables;      /* their names, as asked */
+  char **executable_paths; /* NULL where absent */
+  lc_ports *listening;     /* NULL when unknown */
+  size_t gpus_detected;
+  int gpus_declared;
+};
 
 /* v1 memory limits at or above this mean "no limit" (the kernel shows ~2^63 rounded to a page). */
 #define LC__CGROUP_V1_UNLIMITED (UINT64_C(1) << 60)

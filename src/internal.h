@@ -32,6 +32,31 @@ void lc__error_clear(void);
 /* Hands message to the warning handler (lc_set_warning_handler), once per process. */
 void lc__warn(const char *message);
 
+/*
+ * Options structs (after libgit2's GIT_ERROR_CHECK_VERSION). A public call that takes one checks
+ * its version first: NULL means all defaults; version 0 (never initialised) or one above the
+ * version this library was built with (a caller built against a newer header) is refused with
+ * -EINVAL and a detail that names the struct. lc__check_version does the check;
+ * LC__CHECK_VERSION returns its error from the calling function.
+ */
+int lc__check_version(unsigned int version, unsigned int current, const char *type);
+#define LC__CHECK_VERSION(opts, current, type)                                                     \
+  do {                                                                                             \
+    int lc__cv_r_ = (opts) == NULL ? 0 : lc__check_version((opts)->version, (current), (type));    \
+    if (lc__cv_r_ < 0)                                                                             \
+      return lc__cv_r_;                                                                            \
+  } while (0)
+
+/*
+ * A caller's options struct is only as long as its version says: a version-1 caller never wrote
+ * (nor allocated) the fields that version 2 appended. So the library copies a checked struct
+ * with lc__options_copy(dst, src, size), where size is where the caller's version ends:
+ * LC__FIELD_END(type, last field of that version), or sizeof(type) for the current version.
+ * dst keeps its own values (the INIT defaults) beyond size.
+ */
+#define LC__FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
+void lc__options_copy(void *dst, const void *src, size_t size);
+
 /* Memory: abort-free wrappers; NULL on failure. */
 void *lc__malloc(size_t n);
 void *lc__calloc(size_t n, size_t size);

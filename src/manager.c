@@ -158,8 +158,10 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
 
   *out_group = NULL;
   *out_report = NULL;
-  if (opts != NULL)
-    o = *opts;
+  LC__CHECK_VERSION(opts, LC_DISCOVER_OPTIONS_VERSION, "lc_discover_options");
+  LC__CHECK_VERSION(opts ? opts->runtime : NULL, LC_RUNTIME_OPTIONS_VERSION, "lc_runtime_options");
+  if (opts != NULL) /* version 1 is all of it */
+    lc__options_copy(&o, opts, sizeof(o));
   go.fanout = o.fanout;
   if ((d = lc__calloc(1, sizeof(*d))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");

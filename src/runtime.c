@@ -25,12 +25,19 @@ void lc_exec_options_init(lc_exec_options *opts) {
   *opts = init;
 }
 
+size_t lc__exec_options_size(const lc_exec_options *opts) {
+  if (opts->version >= 2)
+    return sizeof(*opts);
+  return LC__FIELD_END(lc_exec_options, timeout_ms); /* version 1 ends with timeout_ms */
+}
+
 /* ---- lifecycle ------------------------------------------------------------------------------ */
 
 static int runtime_alloc(lc_runtime **out, lc_engine *engine, const char *name,
                          const lc_runtime_options *opts, const lc__backend_ops *ops) {
   lc_runtime *rt;
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_RUNTIME_OPTIONS_VERSION, "lc_runtime_options");
   if (engine == NULL || name == NULL)
     return lc__error_set(-EINVAL, "runtime: no engine or no host name given");
   if ((rt = lc__calloc(1, sizeof(*rt))) == NULL)
@@ -38,8 +45,8 @@ static int runtime_alloc(lc_runtime **out, lc_engine *engine, const char *name,
   rt->engine = engine;
   rt->ops = ops;
   rt->gpus = -1;
-  if (opts != NULL)
-    rt->opts = *opts;
+  if (opts != NULL) /* version 1 is all of it */
+    lc__options_copy(&rt->opts, opts, sizeof(rt->opts));
   rt->opts.version = LC_RUNTIME_OPTIONS_VERSION;
   if (rt->opts.connect_timeout_ms <= 0)
     rt->opts.connect_timeout_ms = 10000;
@@ -560,6 +567,7 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   int r;
 
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
   if (rt == NULL || command == NULL)
     return lc__error_set(-EINVAL, "exec: no runtime or no command given");
   if ((r = lc__command_compose(&cmd, &script, command, opts,

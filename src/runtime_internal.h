@@ -192,6 +192,10 @@ struct lc_runtime {
   uint64_t fresh_listing_at; /* [atomic]: when fresh_listing was kept (lc__now_ms) */
 };
 
+/* How many bytes of opts (a checked lc_exec_options) its version has: what lc__options_copy
+ * may read. */
+size_t lc__exec_options_size(const lc_exec_options *opts);
+
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
 /* setup (NULL for none): sh text run before the command, after its cwd and environment, in the
  * process that then runs it; it travels with the script, never in a command line. */

@@ -3,6 +3,7 @@
  */
 #include "internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,3 +163,25 @@ long long lc__decimal(const char *s, size_t len, size_t max_digits) {
   }
   return v;
 }
+
+/* Refuses an options struct of a version this library does not know (internal.h). */
+int lc__check_version(unsigned int version, unsigned int current, const char *type) {
+  char known[48];
+  if (version >= 1 && version <= current)
+    return 0;
+  if (current > 1)
+    snprintf(known, sizeof(known), "versions 1 to %u", current);
+  else
+    snprintf(known, sizeof(known), "version 1");
+  if (version == 0)
+    return lc__error_set(-EINVAL,
+                         "%s version 0 is unknown: this library knows %s (not initialised with "
+                         "its INIT macro or %s_init()?)",
+                         type, known, type);
+  return lc__error_set(-EINVAL,
+                       "%s version %u is unknown: this library knows %s (built against a newer "
+                       "lazycluster header?)",
+                       type, version, known);
+}
+
+void lc__options_copy(void *dst, const void *src, size_t size) { memcpy(dst, src, size); }

@@ -74,8 +74,8 @@ int cli_hosts(int argc, char **argv) {
       printf(", \"state\": \"%s\", \"latency_s\": %.3f", state_name(st),
              lc_discovery_latency(d, i));
       if (info != NULL)
-        printf(", \"cores\": %.2f, \"memory_bytes\": %llu, \"gpus\": %zu", info->cores,
-               (unsigned long long)info->memory_bytes, info->gpu_count);
+        printf(", \"cores\": %.2f, \"memory_bytes\": %llu, \"gpus\": %zu", lc_hostinfo_cores(info),
+               (unsigned long long)lc_hostinfo_memory_bytes(info), lc_hostinfo_gpu_count(info));
       printf(", \"reason\": ");
       json_string(lc_discovery_reason(d, i));
       printf("}");
@@ -83,8 +83,9 @@ int cli_hosts(int argc, char **argv) {
     }
     if (info != NULL)
       printf("%-20s %-12s %7.0fms %6.1f %8.1fGi %5zu  %s\n", lc_discovery_host(d, i),
-             state_name(st), lc_discovery_latency(d, i) * 1000.0, info->cores,
-             info->memory_bytes / 1073741824.0, info->gpu_count, lc_discovery_reason(d, i));
+             state_name(st), lc_discovery_latency(d, i) * 1000.0, lc_hostinfo_cores(info),
+             lc_hostinfo_memory_bytes(info) / 1073741824.0, lc_hostinfo_gpu_count(info),
+             lc_discovery_reason(d, i));
     else
       printf("%-20s %-12s %8s %6s %10s %5s  %s\n", lc_discovery_host(d, i), state_name(st), "-",
              "-", "-", "-", lc_discovery_reason(d, i));

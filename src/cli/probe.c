@@ -36,23 +36,28 @@ static const char *human_bytes(char *buf, size_t n, uint64_t bytes) {
 
 static void print_table(const lc_hostinfo *info) {
   char mem[32];
-  printf("%-10s %s\n", "hostname", info->hostname);
-  printf("%-10s %s\n", "os", info->os);
-  printf("%-10s %s\n", "kernel", info->kernel);
-  printf("%-10s %s\n", "arch", info->arch);
-  printf("%-10s %g\n", "cores", info->cores);
-  printf("%-10s %s (%llu bytes)\n", "memory", human_bytes(mem, sizeof(mem), info->memory_bytes),
-         (unsigned long long)info->memory_bytes);
-  if (info->gpu_count == 0) {
-    printf("%-10s none (%s)\n", "gpus", info->gpu_reason[0] ? info->gpu_reason : "no reason given");
+  printf("%-10s %s\n", "hostname", lc_hostinfo_hostname(info));
+  printf("%-10s %s\n", "os", lc_hostinfo_os(info));
+  printf("%-10s %s\n", "kernel", lc_hostinfo_kernel(info));
+  printf("%-10s %s\n", "arch", lc_hostinfo_arch(info));
+  printf("%-10s %g\n", "cores", lc_hostinfo_cores(info));
+  printf("%-10s %s (%llu bytes)\n", "memory",
+         human_bytes(mem, sizeof(mem), lc_hostinfo_memory_bytes(info)),
+         (unsigned long long)lc_hostinfo_memory_bytes(info));
+  if (lc_hostinfo_gpu_count(info) == 0) {
+    printf("%-10s none (%s)\n", "gpus",
+           lc_hostinfo_gpu_reason(info)[0] ? lc_hostinfo_gpu_reason(info) : "no reason given");
     return;
   }
-  printf("%-10s %zu (from %s%s%s)\n", "gpus", info->gpu_count, info->gpu_source,
-         info->gpu_reason[0] ? "; " : "", info->gpu_reason);
-  for (size_t i = 0; i < info->gpu_count; i++) {
-    const lc_gpu *g = &info->gpus[i];
-    printf("  %-3d %-32s %10s  %s\n", g->index, g->name[0] ? g->name : "(unnamed)",
-           human_bytes(mem, sizeof(mem), g->memory_bytes), g->uuid[0] ? g->uuid : "(no uuid)");
+  printf("%-10s %zu (from %s%s%s)\n", "gpus", lc_hostinfo_gpu_count(info),
+         lc_hostinfo_gpu_source(info), lc_hostinfo_gpu_reason(info)[0] ? "; " : "",
+         lc_hostinfo_gpu_reason(info));
+  for (size_t i = 0; i < lc_hostinfo_gpu_count(info); i++) {
+    const lc_gpu *g = lc_hostinfo_gpu(info, i);
+    printf("  %-3d %-32s %10s  %s\n", lc_gpu_index(g),
+           lc_gpu_name(g)[0] ? lc_gpu_name(g) : "(unnamed)",
+           human_bytes(mem, sizeof(mem), lc_gpu_memory_bytes(g)),
+           lc_gpu_uuid(g)[0] ? lc_gpu_uuid(g) : "(no uuid)");
   }
 }
 

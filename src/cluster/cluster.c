@@ -24,12 +24,12 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   int r = 0;
 
   *out = NULL;
+  LC__CHECK_VERSION(opts, LC_CLUSTER_OPTIONS_VERSION, "lc_cluster_options");
+  LC__CHECK_VERSION(master, LC_MASTER_LAUNCHER_VERSION, "lc_master_launcher");
+  LC__CHECK_VERSION(worker, LC_WORKER_LAUNCHER_VERSION, "lc_worker_launcher");
   if (group == NULL || master == NULL || worker == NULL || master->command == NULL ||
       worker->command == NULL)
     return lc__error_set(-EINVAL, "cluster: a group and two launchers with a command are needed");
-  if (master->version < 1 || worker->version < 1)
-    return lc__error_set(-EINVAL, "cluster: launcher version %u/%u is unknown (want >= 1)",
-                         master->version, worker->version);
   if ((c = lc__calloc(1, sizeof(*c))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
   pthread_mutex_init(&c->mu, NULL);

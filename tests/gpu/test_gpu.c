@@ -45,14 +45,14 @@ static char *run(const char *cmd, int *status) {
 }
 
 static void check_gpu_fields(const lc_hostinfo *info) {
-  for (size_t i = 0; i < info->gpu_count; i++) {
-    const lc_gpu *g = &info->gpus[i];
-    fprintf(stderr, "  gpu %d: %s, %llu bytes, %s\n", g->index, g->name,
-            (unsigned long long)g->memory_bytes, g->uuid);
-    LC_CHECK(g->index == (int)i);
-    LC_CHECK(g->name[0] != '\0');
-    LC_CHECK(g->memory_bytes > 0);
-    LC_CHECK(strncmp(g->uuid, "GPU-", 4) == 0);
+  for (size_t i = 0; i < lc_hostinfo_gpu_count(info); i++) {
+    const lc_gpu *g = lc_hostinfo_gpu(info, i);
+    fprintf(stderr, "  gpu %d: %s, %llu bytes, %s\n", lc_gpu_index(g), lc_gpu_name(g),
+            (unsigned long long)lc_gpu_memory_bytes(g), lc_gpu_uuid(g));
+    LC_CHECK(lc_gpu_index(g) == (int)i);
+    LC_CHECK(lc_gpu_name(g)[0] != '\0');
+    LC_CHECK(lc_gpu_memory_bytes(g) > 0);
+    LC_CHECK(strncmp(lc_gpu_uuid(g), "GPU-", 4) == 0);
   }
 }
 
@@ -63,20 +63,22 @@ static void test_gpu_probe(void) {
   LC_REQUIRE_OK(lc_hostinfo_local(&info));
   fprintf(stderr,
           "  driver has %d GPU(s); CUDA_VISIBLE_DEVICES=%s; probe: %zu GPU(s) from %s (%s)\n",
-          bound, cvd ? cvd : "(unset)", info->gpu_count, info->gpu_source, info->gpu_reason);
-  if (info->gpu_count > 0) {
-    LC_CHECK(strcmp(info->gpu_source, "cuda") == 0 || strcmp(info->gpu_source, "nvml") == 0);
+          bound, cvd ? cvd : "(unset)", lc_hostinfo_gpu_count(info), lc_hostinfo_gpu_source(info),
+          lc_hostinfo_gpu_reason(info));
+  if (lc_hostinfo_gpu_count(info) > 0) {
+    LC_CHECK(strcmp(lc_hostinfo_gpu_source(info), "cuda") == 0 ||
+             strcmp(lc_hostinfo_gpu_source(info), "nvml") == 0);
     check_gpu_fields(info);
   } else {
-    LC_CHECK_STR(info->gpu_source, "none");
-    LC_CHECK(info->gpu_reason[0] != '\0');
+    LC_CHECK_STR(lc_hostinfo_gpu_source(info), "none");
+    LC_CHECK(lc_hostinfo_gpu_reason(info)[0] != '\0');
   }
   if (cvd == NULL) {
     if (bound > 0) {
-      LC_CHECK(info->gpu_count >= 1);
-      LC_CHECK(info->gpu_count <= (size_t)bound);
+      LC_CHECK(lc_hostinfo_gpu_count(info) >= 1);
+      LC_CHECK(lc_hostinfo_gpu_count(info) <= (size_t)bound);
     } else {
-      LC_CHECK(info->gpu_count == 0);
+      LC_CHECK(lc_hostinfo_gpu_count(info) == 0);
     }
   }
   lc_hostinfo_free(info);
@@ -94,11 +96,11 @@ static void test_gpu_matches_nvidia_smi(void) {
   if (out == NULL || status != 0) {
     fprintf(stderr, "  nvidia-smi not usable here (exit %d); nothing to compare\n",
             WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-    LC_CHECK(info->gpu_count == 0 || driver_gpus() > 0);
+    LC_CHECK(lc_hostinfo_gpu_count(info) == 0 || driver_gpus() > 0);
   } else {
     fprintf(stderr, "  nvidia-smi:\n%s", out);
-    for (size_t i = 0; i < info->gpu_count; i++)
-      LC_CHECK_CONTAINS(out, info->gpus[i].uuid);
+    for (size_t i = 0; i < lc_hostinfo_gpu_count(info); i++)
+      LC_CHECK_CONTAINS(out, lc_gpu_uuid(lc_hostinfo_gpu(info, i)));
   }
   free(out);
   lc_hostinfo_free(info);
@@ -118,15 +120,16 @@ static void test_cli_probe_json(void) {
   fprintf(stderr, "  %s\n", out);
   LC_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   LC_CHECK(out[0] == '{');
-  snprintf(want, sizeof(want), "\"gpu_source\":\"%s\"", info->gpu_source);
+  snprintf(want, sizeof(want), "\"gpu_source\":\"%s\"", lc_hostinfo_gpu_source(info));
   LC_CHECK_CONTAINS(out, want);
-  if (info->gpu_count == 0)
+  if (lc_hostinfo_gpu_count(info) == 0)
     LC_CHECK_CONTAINS(out, "\"gpus\":[]");
-  for (size_t i = 0; i < info->gpu_count; i++) {
-    const lc_gpu *g = &info->gpus[i];
+  for (size_t i = 0; i < lc_hostinfo_gpu_count(info); i++) {
+    const lc_gpu *g = lc_hostinfo_gpu(info, i);
     snprintf(want, sizeof(want),
-             "{\"index\":%d,\"uuid\":\"%s\",\"name\":\"%s\",\"memory_bytes\":%llu}", g->index,
-             g->uuid, g->name, (unsigned long long)g->memory_bytes);
+             "{\"index\":%d,\"uuid\":\"%s\",\"name\":\"%s\",\"memory_bytes\":%llu}",
+             lc_gpu_index(g), lc_gpu_uuid(g), lc_gpu_name(g),
+             (unsigned long long)lc_gpu_memory_bytes(g));
     LC_CHECK_CONTAINS(out, want);
   }
   free(out);

@@ -97,11 +97,11 @@ static void test_inventory_and_filters(void) {
   LC_REQUIRE((i = find(d, "lab0")) != (size_t)-1);
   LC_CHECK(lc_discovery_state(d, i) == LC_HOST_READY);
   LC_CHECK(lc_discovery_declared_gpus(d, i) == 2 && lc_discovery_slots(d, i) == 4);
-  LC_CHECK(lc_discovery_info(d, i) != NULL && lc_discovery_info(d, i)->gpu_count == 2);
+  LC_CHECK(lc_discovery_info(d, i) != NULL && lc_hostinfo_gpu_count(lc_discovery_info(d, i)) == 2);
   LC_REQUIRE((i = find(d, "lab1")) != (size_t)-1);
   LC_CHECK(lc_discovery_state(d, i) == LC_HOST_FILTERED);
   LC_CHECK_CONTAINS(lc_discovery_reason(d, i), "GPUs");
-  LC_CHECK(lc_discovery_info(d, i) != NULL && lc_discovery_info(d, i)->cores >= 1);
+  LC_CHECK(lc_discovery_info(d, i) != NULL && lc_hostinfo_cores(lc_discovery_info(d, i)) >= 1);
   lc_discovery_free(d);
   lc_group_free(g);
 

@@ -58,9 +58,11 @@ static lc_hostinfo *facts(lc_runtime *rt, const char *const *exes) {
   fprintf(stderr,
           "  %s in %llu ms: %s | %s | %s | %s | %g cores | %llu bytes | %zu listening | "
           "%zu GPU(s) from %s: %s\n",
-          lc_runtime_name(rt), (unsigned long long)(now_ms() - t0), info->hostname, info->os,
-          info->kernel, info->arch, info->cores, (unsigned long long)info->memory_bytes,
-          lc_ports_count(info->listening), info->gpu_count, info->gpu_source, info->gpu_reason);
+          lc_runtime_name(rt), (unsigned long long)(now_ms() - t0), lc_hostinfo_hostname(info),
+          lc_hostinfo_os(info), lc_hostinfo_kernel(info), lc_hostinfo_arch(info),
+          lc_hostinfo_cores(info), (unsigned long long)lc_hostinfo_memory_bytes(info),
+          lc_ports_count(lc_hostinfo_listening(info)), lc_hostinfo_gpu_count(info),
+          lc_hostinfo_gpu_source(info), lc_hostinfo_gpu_reason(info));
   return info;
 }
 
@@ -89,26 +91,28 @@ static void test_facts_lab1(void) {
   if (info == NULL)
     goto out;
   LC_CHECK(uname(&u) == 0);
-  LC_CHECK_STR(info->hostname, "lab1");
-  LC_CHECK_STR(info->arch, u.machine);
-  LC_CHECK_STR(info->kernel, u.release); /* the hosts share this machine's kernel */
-  LC_CHECK(info->os[0] != '\0');
-  LC_CHECK(info->cores >= 1);
-  LC_CHECK(info->memory_bytes > 0);
+  LC_CHECK_STR(lc_hostinfo_hostname(info), "lab1");
+  LC_CHECK_STR(lc_hostinfo_arch(info), u.machine);
+  LC_CHECK_STR(lc_hostinfo_kernel(info), u.release); /* the hosts share this machine's kernel */
+  LC_CHECK(lc_hostinfo_os(info)[0] != '\0');
+  LC_CHECK(lc_hostinfo_cores(info) >= 1);
+  LC_CHECK(lc_hostinfo_memory_bytes(info) > 0);
   LC_CHECK(lc_hostinfo_has_executable(info, "sh") == 1);
-  LC_CHECK(info->executable_count == 2 && info->executable_paths[0] != NULL &&
-           info->executable_paths[0][0] == '/');
+  LC_CHECK(lc_hostinfo_executable_count(info) == 2 &&
+           lc_hostinfo_executable_path(info, 0) != NULL &&
+           lc_hostinfo_executable_path(info, 0)[0] == '/');
   LC_CHECK(lc_hostinfo_has_executable(info, "no-such-exe") == 0);
-  LC_CHECK(info->listening != NULL);
-  LC_CHECK(lc_ports_contains(info->listening, 22));
+  LC_CHECK(lc_hostinfo_listening(info) != NULL);
+  LC_CHECK(lc_ports_contains(lc_hostinfo_listening(info), 22));
   if (!on_host_path("lazyclusterctl") && !on_host_path("nvidia-smi")) {
-    LC_CHECK(info->gpu_count == 0 && info->gpus == NULL);
-    LC_CHECK_STR(info->gpu_source, "none");
-    LC_CHECK_STR(info->gpu_reason, "neither lazyclusterctl nor nvidia-smi is on the host's PATH");
+    LC_CHECK(lc_hostinfo_gpu_count(info) == 0 && lc_hostinfo_gpu(info, 0) == NULL);
+    LC_CHECK_STR(lc_hostinfo_gpu_source(info), "none");
+    LC_CHECK_STR(lc_hostinfo_gpu_reason(info),
+                 "neither lazyclusterctl nor nvidia-smi is on the host's PATH");
   } else {
     /* a GPU machine: whatever its tools say, with a reason when there is no GPU */
-    LC_CHECK(info->gpu_source[0] != '\0');
-    LC_CHECK(info->gpu_count > 0 || info->gpu_reason[0] != '\0');
+    LC_CHECK(lc_hostinfo_gpu_source(info)[0] != '\0');
+    LC_CHECK(lc_hostinfo_gpu_count(info) > 0 || lc_hostinfo_gpu_reason(info)[0] != '\0');
   }
 out:
   lc_hostinfo_free(info);
@@ -124,11 +128,11 @@ static void test_facts_local(void) {
   LC_CHECK(info != NULL);
   LC_CHECK_OK(lc_hostinfo_local(&local));
   if (info && local) {
-    LC_CHECK_STR(info->hostname, local->hostname);
-    LC_CHECK_STR(info->os, local->os);
-    LC_CHECK(near(info->cores, local->cores));
-    LC_CHECK(info->memory_bytes == local->memory_bytes);
-    LC_CHECK(info->executable_count == 0);
+    LC_CHECK_STR(lc_hostinfo_hostname(info), lc_hostinfo_hostname(local));
+    LC_CHECK_STR(lc_hostinfo_os(info), lc_hostinfo_os(local));
+    LC_CHECK(near(lc_hostinfo_cores(info), lc_hostinfo_cores(local)));
+    LC_CHECK(lc_hostinfo_memory_bytes(info) == lc_hostinfo_memory_bytes(local));
+    LC_CHECK(lc_hostinfo_executable_count(info) == 0);
   }
   lc_hostinfo_free(info);
   lc_hostinfo_free(local);
@@ -388,8 +392,9 @@ static void test_facts_cgroup(void) {
   LC_CHECK(before != NULL);
   if (before == NULL)
     goto out;
-  want_cores = before->cores < 0.5 ? before->cores : 0.5;
-  want_memory = before->memory_bytes < 512 * MIB ? before->memory_bytes : 512 * MIB;
+  want_cores = lc_hostinfo_cores(before) < 0.5 ? lc_hostinfo_cores(before) : 0.5;
+  want_memory =
+      lc_hostinfo_memory_bytes(before) < 512 * MIB ? lc_hostinfo_memory_bytes(before) : 512 * MIB;
 
   if (cg_enter(&cg) < 0) {
     LC_CHECK(!"the cgroup could be set up");
@@ -399,18 +404,18 @@ static void test_facts_cgroup(void) {
   rt = connect_host(host);
   LC_CHECK(rt != NULL);
   if (rt && (inside = facts(rt, NULL)) != NULL) {
-    LC_CHECK(near(inside->cores, want_cores));
-    LC_CHECK(inside->memory_bytes == want_memory);
-    LC_CHECK(inside->memory_bytes == 512 * MIB);
-    LC_CHECK(near(inside->cores, 0.5));
+    LC_CHECK(near(lc_hostinfo_cores(inside), want_cores));
+    LC_CHECK(lc_hostinfo_memory_bytes(inside) == want_memory);
+    LC_CHECK(lc_hostinfo_memory_bytes(inside) == 512 * MIB);
+    LC_CHECK(near(lc_hostinfo_cores(inside), 0.5));
   }
   LC_CHECK(inside != NULL);
   /* The connection made before keeps its session where it was. */
   old_conn = facts(before_rt, NULL);
   LC_CHECK(old_conn != NULL);
   if (old_conn) {
-    LC_CHECK(near(old_conn->cores, before->cores));
-    LC_CHECK(old_conn->memory_bytes == before->memory_bytes);
+    LC_CHECK(near(lc_hostinfo_cores(old_conn), lc_hostinfo_cores(before)));
+    LC_CHECK(lc_hostinfo_memory_bytes(old_conn) == lc_hostinfo_memory_bytes(before));
   }
 
 out:
@@ -423,8 +428,8 @@ out:
     after_rt = connect_host(host);
     LC_CHECK(after_rt != NULL);
     if (after_rt && (after = facts(after_rt, NULL)) != NULL) {
-      LC_CHECK(near(after->cores, before->cores));
-      LC_CHECK(after->memory_bytes == before->memory_bytes);
+      LC_CHECK(near(lc_hostinfo_cores(after), lc_hostinfo_cores(before)));
+      LC_CHECK(lc_hostinfo_memory_bytes(after) == lc_hostinfo_memory_bytes(before));
     }
     lc_runtime_free(after_rt);
   }

@@ -137,11 +137,12 @@ static void check_listing_facts_workdir(lc_runtime *rt, const char *user) {
   lc_ports_free(ports);
   LC_CHECK_OK(lc_runtime_hostinfo(&info, rt, exes, 20000));
   if (info != NULL) {
-    LC_CHECK_STR(info->hostname, HOST_NAME);
-    LC_CHECK(info->cores > 0 && info->memory_bytes > 0);
+    LC_CHECK_STR(lc_hostinfo_hostname(info), HOST_NAME);
+    LC_CHECK(lc_hostinfo_cores(info) > 0 && lc_hostinfo_memory_bytes(info) > 0);
     LC_CHECK(lc_hostinfo_has_executable(info, "sh") == 1);
     LC_CHECK(lc_hostinfo_has_executable(info, "no-such-tool-here") == 0);
-    LC_CHECK(info->listening != NULL && lc_ports_contains(info->listening, 22));
+    LC_CHECK(lc_hostinfo_listening(info) != NULL &&
+             lc_ports_contains(lc_hostinfo_listening(info), 22));
   }
   lc_hostinfo_free(info);
   LC_CHECK_OK(lc_runtime_workdir(&wd, rt));

@@ -459,6 +459,75 @@ static void test_json_object(void) {
   LC_CHECK(lc_hostinfo_to_json(&json, NULL) == -EINVAL);
 }
 
+/* lc_hostinfo is opaque: what the library fills comes out through the accessors, NULL is safe. */
+static void test_accessors(void) {
+  lc_hostinfo info;
+  lc_gpu gpus[2];
+  char *exes[] = {"python3", "nvcc"}, *paths[] = {"/usr/bin/python3", NULL};
+  lc_ports *listening = NULL;
+  memset(&info, 0, sizeof(info));
+  memset(gpus, 0, sizeof(gpus));
+  strcpy(info.hostname, "lab1");
+  strcpy(info.os, "Debian GNU/Linux 12 (bookworm)");
+  strcpy(info.kernel, "6.1.0-18-amd64");
+  strcpy(info.arch, "x86_64");
+  info.cores = 1.5;
+  info.memory_bytes = 25276063744u;
+  gpus[0].index = 0;
+  strcpy(gpus[0].uuid, "GPU-0123");
+  strcpy(gpus[0].name, "NVIDIA H100 80GB HBM3");
+  gpus[0].memory_bytes = 85031714816u;
+  gpus[1].index = 1;
+  info.gpus = gpus;
+  info.gpu_count = 2;
+  info.gpus_detected = 1;
+  info.gpus_declared = 1;
+  strcpy(info.gpu_source, "declared");
+  strcpy(info.gpu_reason, "gpus=2 declared; the host reported 1");
+  info.executable_count = 2;
+  info.executables = exes;
+  info.executable_paths = paths;
+  LC_REQUIRE_OK(lc_ports_parse(&listening, "22,8786"));
+  info.listening = listening;
+
+  LC_CHECK_STR(lc_hostinfo_hostname(&info), "lab1");
+  LC_CHECK_STR(lc_hostinfo_os(&info), "Debian GNU/Linux 12 (bookworm)");
+  LC_CHECK_STR(lc_hostinfo_kernel(&info), "6.1.0-18-amd64");
+  LC_CHECK_STR(lc_hostinfo_arch(&info), "x86_64");
+  LC_CHECK(lc_hostinfo_cores(&info) == 1.5);
+  LC_CHECK(lc_hostinfo_memory_bytes(&info) == 25276063744u);
+  LC_CHECK(lc_hostinfo_gpu_count(&info) == 2);
+  LC_CHECK(lc_gpu_index(lc_hostinfo_gpu(&info, 1)) == 1);
+  LC_CHECK_STR(lc_gpu_uuid(lc_hostinfo_gpu(&info, 0)), "GPU-0123");
+  LC_CHECK_STR(lc_gpu_name(lc_hostinfo_gpu(&info, 0)), "NVIDIA H100 80GB HBM3");
+  LC_CHECK(lc_gpu_memory_bytes(lc_hostinfo_gpu(&info, 0)) == 85031714816u);
+  LC_CHECK_STR(lc_gpu_name(lc_hostinfo_gpu(&info, 1)), "");
+  LC_CHECK(lc_hostinfo_gpu(&info, 2) == NULL);
+  LC_CHECK_STR(lc_hostinfo_gpu_source(&info), "declared");
+  LC_CHECK_STR(lc_hostinfo_gpu_reason(&info), "gpus=2 declared; the host reported 1");
+  LC_CHECK(lc_hostinfo_gpus_detected(&info) == 1);
+  LC_CHECK(lc_hostinfo_gpus_declared(&info) == 1);
+  LC_CHECK(lc_hostinfo_executable_count(&info) == 2);
+  LC_CHECK_STR(lc_hostinfo_executable(&info, 1), "nvcc");
+  LC_CHECK_STR(lc_hostinfo_executable_path(&info, 0), "/usr/bin/python3");
+  LC_CHECK(lc_hostinfo_executable_path(&info, 1) == NULL);
+  LC_CHECK(lc_hostinfo_executable(&info, 2) == NULL &&
+           lc_hostinfo_executable_path(&info, 2) == NULL);
+  LC_CHECK(lc_hostinfo_listening(&info) == listening);
+  LC_CHECK(lc_ports_contains(lc_hostinfo_listening(&info), 8786));
+
+  /* NULL: zero, "" or NULL, never a crash */
+  LC_CHECK_STR(lc_hostinfo_hostname(NULL), "");
+  LC_CHECK_STR(lc_hostinfo_gpu_reason(NULL), "");
+  LC_CHECK(lc_hostinfo_cores(NULL) == 0.0 && lc_hostinfo_memory_bytes(NULL) == 0);
+  LC_CHECK(lc_hostinfo_gpu_count(NULL) == 0 && lc_hostinfo_gpu(NULL, 0) == NULL);
+  LC_CHECK(lc_gpu_index(NULL) == -1 && lc_gpu_memory_bytes(NULL) == 0);
+  LC_CHECK_STR(lc_gpu_uuid(NULL), "");
+  LC_CHECK(lc_hostinfo_executable_count(NULL) == 0 && lc_hostinfo_executable(NULL, 0) == NULL);
+  LC_CHECK(lc_hostinfo_listening(NULL) == NULL);
+  lc_ports_free(listening);
+}
+
 /* ---- the real machine ---------------------------------------------------------------------- */
 
 static void test_local(void) {
@@ -752,8 +821,8 @@ LC_TEST_MAIN(LC_TEST(test_os_release), LC_TEST(test_os_release_quoting),
              LC_TEST(test_cgroup_v2_namespace_root), LC_TEST(test_cgroup_mount_with_space),
              LC_TEST(test_cgroup_no_mountinfo), LC_TEST(test_cgroup_none),
              LC_TEST(test_cores_and_memory_caps), LC_TEST(test_affinity),
-             LC_TEST(test_json_escaping), LC_TEST(test_json_object), LC_TEST(test_local),
-             LC_TEST(test_gpu_no_library), LC_TEST(test_gpu_not_cuda),
+             LC_TEST(test_json_escaping), LC_TEST(test_json_object), LC_TEST(test_accessors),
+             LC_TEST(test_local), LC_TEST(test_gpu_no_library), LC_TEST(test_gpu_not_cuda),
              LC_TEST(test_gpu_fake_devices), LC_TEST(test_gpu_fake_unknown_layout),
              LC_TEST(test_gpu_fake_errors), LC_TEST(test_gpu_nvml_enriches_cuda),
              LC_TEST(test_gpu_nvml_fallback), LC_TEST(test_gpu_nvml_failures),

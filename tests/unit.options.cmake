@@ -1,0 +1,1 @@
+lc_unit_test(test_options unit/test_options.c)
