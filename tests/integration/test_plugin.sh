@@ -66,6 +66,18 @@ start() {
   done
   return 1
 }
+# nothing_left LABEL HOST...: no process with this run's token and no working directory on the
+# test hosts numbered HOST...
+nothing_left() {
+  local label=$1 i procs left; shift
+  for i in "$@"; do
+    procs=$("$th" pids $i | while read -r p; do
+      tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c -- "$token")
+    check "$label: lab$i: no process left" [ "$procs" -eq 0 ]
+    left=$("$th" exec $i -- sh -c 'ls -A "$HOME/.cache/lazycluster" 2>/dev/null')
+    check "$label: lab$i: no working directory (nor staged file) left" [ -z "$left" ]
+  done
+}
 # Sends SIGINT, waits; sets rc.
 stop() {
   kill -INT "$pid"
@@ -189,13 +201,7 @@ done <"$tmp/table"
 stop
 show
 check "hosts: SIGINT: exit 0" [ "$rc" -eq 0 ]
-for i in 0 1 2; do
-  procs=$("$th" pids $i | while read -r p; do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c -- "$token")
-  check "hosts: lab$i: no process left" [ "$procs" -eq 0 ]
-  left=$("$th" exec $i -- sh -c 'ls -A "$HOME/.cache/lazycluster" 2>/dev/null')
-  check "hosts: lab$i: no working directory left" [ -z "$left" ]
-done
+nothing_left hosts 0 1 2
 while read -r role port host; do
   check "hosts: $role's port $port: ours no longer answers here" not_ours "$port"
 done <"$tmp/table"
@@ -218,13 +224,7 @@ check "staged: spread: two workers on each host" [ "$(grep -c '^worker.* lab0$' 
 stop
 show
 check "staged: SIGINT: exit 0" [ "$rc" -eq 0 ]
-for i in 0 1; do
-  procs=$("$th" pids $i | while read -r p; do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c -- "$token")
-  check "staged: lab$i: no process left" [ "$procs" -eq 0 ]
-  left=$("$th" exec $i -- sh -c 'ls -A "$HOME/.cache/lazycluster" 2>/dev/null')
-  check "staged: lab$i: no working directory (nor staged file) left" [ -z "$left" ]
-done
+nothing_left staged 0 1
 
 # ---- the greeter's master method checks its host through the API: a listener that is not there
 (cd "$tmp/run" && timeout 60 "$ctl" start --type ./libmytype.so --type-arg serve=/no/such/ctl \
