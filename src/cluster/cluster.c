@@ -37,8 +37,10 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL && opts->version >= 3)
+  if (opts != NULL && opts->version >= 4)
     c->opts = *opts;
+  else if (opts != NULL && opts->version == 3) /* version 3 ends with worker_timeout_option */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_output));
   else if (opts != NULL && opts->version == 2) /* version 2 ends with on_event */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, master_timeout_option));
   else if (opts != NULL) /* version 1 ends with env */
@@ -68,6 +70,16 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->opts.worker_timeout_option = NULL;
   if (c->master_timeout_opt == NULL || c->worker_timeout_opt == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  if (c->opts.placement != LC_PLACE_SPREAD && c->opts.placement != LC_PLACE_PACK) {
+    r = lc__error_set(-EINVAL, "cluster: placement %d is unknown (LC_PLACE_SPREAD or LC_PLACE_PACK)",
+                      c->opts.placement);
+    goto out;
+  }
+  if (c->opts.max_workers_per_host < 0) {
+    r = lc__error_set(-EINVAL, "cluster: max_workers_per_host %d is negative",
+                      c->opts.max_workers_per_host);
     goto out;
   }
   if (c->opts.master_port > 65535) {
