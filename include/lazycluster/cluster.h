@@ -5,8 +5,8 @@
  * A cluster composes a group, port ranges, a master launcher and a worker launcher. The launchers
  * are strategy objects (structs of function pointers with a data pointer): they say what to run
  * and, optionally, how to tell it is ready. The cluster does the rest the same way for every
- * type: free ports from the ranges, placement (one worker per GPU on hosts with GPUs, else
- * round-robin or by declared slots), each worker's context (environment and cluster.json),
+ * type: free ports from the ranges, placement (a slot per GPU, else per declared slot; spread over
+ * the hosts or packed, see lc_placement), each worker's context (environment and cluster.json),
  * readiness polled with timeouts (never fixed sleeps), the tunnels, and cleanup. A new cluster
  * type is two such structs (see examples/custom_cluster.c), or a shared object exporting
  * lc_cluster_type_v1 (see lc_cluster_type).
@@ -165,8 +165,11 @@ struct lc_worker_launcher {
   int (*prepare_host)(lc_worker_launcher *self, lc_cluster *cluster, const char *host,
                       const char *workdir, lc_task *task);
   /** Optional: staging for one worker, once per worker index, before it starts: steps into task
-   * as prepare_host (w->workdir exists). The tasks of all workers of a start run at once, after
-   * their hosts' prepare_host tasks. */
+   * as prepare_host (w->workdir exists; w->master_port is not known yet: 0). The tasks of all
+   * workers of a start run at once, after their hosts' prepare_host tasks. A start that fails
+   * removes its workers' directories (with what these tasks put there) and forgets the hosts it
+   * prepared (the next start prepares them again); what prepare_host put in the cluster's
+   * directory goes when the group frees the runtime. */
   int (*prepare_worker)(lc_worker_launcher *self, lc_cluster *cluster, const lc_worker_info *w,
                         lc_task *task);
   /** Optional: the type's own placement. For worker index, returns the position in slots (the

@@ -73,7 +73,8 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     goto out;
   }
   if (c->opts.placement != LC_PLACE_SPREAD && c->opts.placement != LC_PLACE_PACK) {
-    r = lc__error_set(-EINVAL, "cluster: placement %d is unknown (LC_PLACE_SPREAD or LC_PLACE_PACK)",
+    r = lc__error_set(-EINVAL,
+                      "cluster: placement %d is unknown (LC_PLACE_SPREAD or LC_PLACE_PACK)",
                       c->opts.placement);
     goto out;
   }
@@ -129,6 +130,7 @@ void lc_cluster_free(lc_cluster *c) {
     free(c->env[i]);
   free(c->env);
   free(c->workers);
+  free(c->staged);
   free(c->ports);
   free(c->master_host_opt);
   free(c->master_timeout_opt);
@@ -179,9 +181,9 @@ void lc__cluster_limit_text(const lc_cluster *c, int master, char *out, size_t s
 
 /*
  * The master and n workers, overlapped: the master is spawned first; while it starts, the
- * workers are placed and get their ports and directories; an `early` launcher's workers are
- * spawned before the master is ready. A master that must move to another port takes its early
- * workers down and has them started again.
+ * workers are placed, get their ports and directories, and their staging runs; an `early`
+ * launcher's workers are spawned before the master is ready. A master that must move to another
+ * port takes its early workers down and has them started again.
  */
 int lc_cluster_start(lc_cluster *c, int n) {
   size_t mark = c->nports, fwd_mark = c->fwds.n;
@@ -200,7 +202,7 @@ int lc_cluster_start(lc_cluster *c, int n) {
   lc__cluster_workdirs_begin(c);
   /* one listing of every host picks the master's port and the workers' */
   if ((r = lc__cluster_scan(c, &sc)) < 0 || (r = lc__master_attempt(c, 0, &sc, &port)) < 0 ||
-      (r = lc__workers_prepare(c, n, &sc, &st)) < 0)
+      (r = lc__workers_prepare(c, n, &sc, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0)
     goto out;
   if (early && (r = lc__workers_spawn(c, &st)) < 0)
     goto out;

@@ -69,8 +69,10 @@ struct lc_cluster {
   int *ports; /* reserved by this cluster */
   size_t nports, capports;
   lc__buf log;
-  pthread_mutex_t mu;                /* the outputs' stderr tails and the counter */
-  pthread_cond_t cv;                 /* the counter changed */
+  pthread_mutex_t mu;  /* the outputs' stderr tails and the counter */
+  pthread_cond_t cv;   /* the counter changed */
+  lc_runtime **staged; /* the hosts prepare_host has prepared (prepare.c) */
+  size_t nstaged;
   const char *count_up, *count_down; /* mu: lc__cluster_count_master_lines */
   long count;                        /* mu */
 };
@@ -85,6 +87,8 @@ typedef struct lc__wstart {
   size_t first, mark, fwd_mark;
   int n;
   int prepared;
+  int staged;         /* staging ran: undoing removes the workers' directories */
+  size_t staged_mark; /* c->nstaged before this start */
 } lc__wstart;
 
 /* ---- output.c ---- */
@@ -176,6 +180,14 @@ int lc__workers_spawn(lc_cluster *c, const lc__wstart *st);
 void lc__workers_unspawn(lc_cluster *c, const lc__wstart *st);
 void lc__workers_undo(lc_cluster *c, lc__wstart *st);
 int lc__workers_finish(lc_cluster *c, const lc__wstart *st);
+
+/* ---- prepare.c ---- */
+/* The staging of st's workers: prepare_host on their hosts not prepared yet, all at once, then
+ * prepare_worker of each, all at once (their directories made first). */
+int lc__workers_stage(lc_cluster *c, lc__wstart *st);
+/* Undoes lc__workers_stage: removes st's workers' directories (their processes have ended) and
+ * forgets the hosts it prepared. Keeps the error detail. */
+void lc__workers_unstage(lc_cluster *c, lc__wstart *st);
 
 /* ---- readiness.c ---- */
 int lc__wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms);

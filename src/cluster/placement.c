@@ -46,14 +46,14 @@ static int no_room(const lc__place_in *in, const lc__place_spot *placed, size_t 
                                in->hosts[h].name, count_on(in->hosts, h, placed, n, -1));
   }
   if (full[0] == '\0')
-    return lc__error_set(-ENOSPC, "cluster: no host may take worker %d: %s and the group has no "
-                                  "other host",
+    return lc__error_set(-ENOSPC,
+                         "cluster: no host may take worker %d: %s and the group has no "
+                         "other host",
                          index, excl);
   return lc__error_set(-ENOSPC,
                        "cluster: no host may take worker %d: every host has the cap of %d workers "
                        "(max_workers_per_host %d; workers now: %s)%s%s",
-                       index, in->max_per_host, in->max_per_host, full, excl[0] ? "; " : "",
-                       excl);
+                       index, in->max_per_host, in->max_per_host, full, excl[0] ? "; " : "", excl);
 }
 
 /* The policy's choice among slots: the least used slots; of those, spread takes the host with

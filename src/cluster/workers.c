@@ -119,6 +119,10 @@ void lc__workers_undo(lc_cluster *c, lc__wstart *st) {
   if (!st->prepared)
     return;
   snprintf(saved, sizeof(saved), "%s", lc_error_last());
+  if (st->staged) { /* their processes end before their directories go */
+    lc__workers_unspawn(c, st);
+    lc__workers_unstage(c, st);
+  }
   for (size_t i = st->first; i < c->nworkers; i++)
     lc__worker_clear(&c->workers[i]);
   c->nworkers = st->first;
@@ -245,8 +249,8 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
   if (c->master_proc == NULL)
     return lc__error_set(-EINVAL, "cluster: start the master first");
-  if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_spawn(c, &st)) < 0 ||
-      (r = lc__workers_finish(c, &st)) < 0) {
+  if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0 ||
+      (r = lc__workers_spawn(c, &st)) < 0 || (r = lc__workers_finish(c, &st)) < 0) {
     lc__workers_undo(c, &st); /* keeps the detail */
     return r;
   }

@@ -113,8 +113,8 @@ static void test_more_workers_than_slots(void) {
 }
 
 static void test_cap_per_host(void) {
-  lc__place_in in = {.hosts = two_gpu_hosts, .nhosts = 2, .policy = LC_PLACE_PACK,
-                     .max_per_host = 3};
+  lc__place_in in = {
+      .hosts = two_gpu_hosts, .nhosts = 2, .policy = LC_PLACE_PACK, .max_per_host = 3};
   lc__place_spot spots[N];
   LC_REQUIRE_OK(place(&in, spots, 0, 6, NULL));
   check_spot(spots, 2, 0, 2);
@@ -182,8 +182,8 @@ static int hook(void *arg, int index, const lc_slot *slots, size_t nslots) {
 static void test_place_hook(void) {
   static const lc__place_host hosts[] = {{"lab1", 2, 0, 1}, {"lab2", 4, 0, 0}};
   int want = -1;
-  lc__place_in in = {.hosts = hosts, .nhosts = 2, .exclude_master = 1, .hook = hook,
-                     .hook_arg = &want};
+  lc__place_in in = {
+      .hosts = hosts, .nhosts = 2, .exclude_master = 1, .hook = hook, .hook_arg = &want};
   lc__place_spot spots[N];
   char why[N][LC__PLACE_WHY];
   hook_calls = 0;
