@@ -361,9 +361,12 @@ static void step_start(ghost *h) {
       h->p = NULL;
     }
   }
-  if (r < 0) {
+  if (r < 0) { /* named as step_check names a step that failed */
     char msg[LC_ERRMSG_MAX + 64];
-    snprintf(msg, sizeof(msg), "step %zu: %s", h->step + 1, err.msg);
+    if (h->task->n > 1 || h->task->name[0] != '\0')
+      snprintf(msg, sizeof(msg), "step %zu of %s: %s", h->step + 1, h->task->name, err.msg);
+    else
+      snprintf(msg, sizeof(msg), "%s", err.msg);
     host_finish(h, r, msg);
   }
 }
