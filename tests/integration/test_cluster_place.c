@@ -242,6 +242,56 @@ static void test_master_host_excluded(void) {
   lc_group_free(g1);
 }
 
+/* A type's place: the last slot it is offered; or a position that is no slot. */
+typedef struct placing {
+  lc_worker_launcher own; /* the command type's, copied, with place */
+  int bad;
+} placing;
+
+static int place_last(lc_worker_launcher *self, lc_cluster *cluster, int index,
+                      const lc_slot *slots, size_t nslots) {
+  placing *p = (placing *)self;
+  (void)cluster;
+  (void)index;
+  (void)slots;
+  return p->bad ? (int)nslots + 5 : (int)nslots - 1;
+}
+
+/* The worker launcher's place decides; an index that is no slot fails the start, naming it. */
+static void test_place_hook(void) {
+  const char *names[] = {"lab0", "lab1", NULL};
+  lc_group *g = group_of(names);
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  placing p;
+  LC_REQUIRE(g != NULL);
+  lc_runtime_set_resources(lc_group_find(g, "lab1"), 4, 0);
+  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  memset(&p, 0, sizeof(p));
+  p.own = *w;
+  p.own.version = LC_WORKER_LAUNCHER_VERSION;
+  p.own.place = place_last;
+  o.master_port = 62700;
+  o.worker_ports = "62701-62800";
+  LC_REQUIRE_OK(lc_cluster_new(&c, g, m, &p.own, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 2));
+  check_worker(g, c, 0, "lab1", 3);
+  check_worker(g, c, 1, "lab1", 3);
+  LC_CHECK_CONTAINS(lc_cluster_log(c), "worker-1 goes to GPU 3 of lab1 (the type's place; shared "
+                                       "with 1 other worker");
+  p.bad = 1;
+  LC_CHECK(lc_cluster_start_workers(c, 1) == -EINVAL);
+  LC_CHECK_STR(lc_error_last(), "cluster: the worker launcher's place returned 10 for worker 2, "
+                                "which is not a slot (there are 5: 0-4)");
+  LC_CHECK(lc_cluster_worker_count(c) == 2);
+  lc_cluster_free(c);
+  LC_CHECK(gone("627"));
+  free_type(m, w);
+  lc_group_free(g);
+}
+
 /* ---- staging -------------------------------------------------------------------------------- */
 
 /* The command type's worker launcher with staging hooks of this test. */
@@ -569,9 +619,13 @@ static int ship_binary(void) {
 
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_spread_and_pack),         LC_TEST(test_cap_per_host),
-      LC_TEST(test_cpu_host_never_gets_gpu), LC_TEST(test_master_host_excluded),
-      LC_TEST(test_prepare_hooks),           LC_TEST(test_prepare_failures),
+      LC_TEST(test_spread_and_pack),
+      LC_TEST(test_cap_per_host),
+      LC_TEST(test_cpu_host_never_gets_gpu),
+      LC_TEST(test_master_host_excluded),
+      LC_TEST(test_place_hook),
+      LC_TEST(test_prepare_hooks),
+      LC_TEST(test_prepare_failures),
       LC_TEST(test_cli_placement),
   };
   int r;
