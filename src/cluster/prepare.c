@@ -28,8 +28,8 @@ static int run_all(lc_cluster *c, lc_runtime **rts, lc_task **tasks, size_t n, c
   int r;
   if (n == 0)
     return 0;
-  if ((r = lc__group_run_tasks(&rep, c->group, rts, (const lc_task *const *)tasks, n, NULL, NULL)) <
-      0)
+  r = lc__group_run_tasks(&rep, c->group, rts, (const lc_task *const *)tasks, n, NULL, NULL);
+  if (r < 0)
     return r;
   for (size_t i = 0; i < n; i++) {
     if (lc_group_report_error(rep, i) == 0)
@@ -47,7 +47,7 @@ static int run_all(lc_cluster *c, lc_runtime **rts, lc_task **tasks, size_t n, c
 }
 
 /* Adds "mkdir -p DIR..." of st's workers on rt to t. */
-static int add_worker_dirs(lc_cluster *c, const lc__wstart *st, lc_runtime *rt, lc_task *t) {
+static int add_worker_dirs(lc_cluster *c, const lc__wstart *st, const lc_runtime *rt, lc_task *t) {
   lc__buf cmd = {0};
   int r = lc__buf_puts(&cmd, "mkdir -p");
   for (size_t i = st->first; r >= 0 && i < c->nworkers; i++)
