@@ -5,8 +5,8 @@
  *   lc_master_launcher  what to run as the master (a `command` method; optional `wait_ready`),
  *   lc_worker_launcher  what to run as each worker (a `command`, an optional `wait_ready`, flags).
  * The library does the rest the same way for every type: free ports, placement (one worker per
- * GPU on hosts with GPUs, else round-robin), each worker's context (LAZYCLUSTER_* variables,
- * CUDA_VISIBLE_DEVICES, cluster.json), readiness, the SSH tunnels and the cleanup.
+ * GPU or declared slot, spread over the hosts by default), each worker's context (LAZYCLUSTER_*
+ * variables, CUDA_VISIBLE_DEVICES, cluster.json), readiness, the SSH tunnels and the cleanup.
  *
  * This one program is all three parts of the example, chosen by argv[1]:
  *
@@ -24,8 +24,9 @@
  *     localhost:$LAZYCLUSTER_MASTER_PORT. Nothing listens on a public address.
  *   - Workers listen on nothing: the worker launcher is `portless`, and its `wait_ready` says the
  *     workers are up once the master has printed a "joined:" line for each of them.
- *   - The launcher sends this very binary into each host's working directory
- *     (lc_runtime_workdir + lc_runtime_send_file), so the hosts need nothing of ours installed;
+ *   - The worker launcher's prepare_host sends this very binary into each host's working
+ *     directory (a send step of the host's task; the cluster runs every host's at once, while
+ *     the master starts), so the hosts need nothing of ours installed;
  *     they do need the shared libraries it links (libuv1, libssh-4: `ldd custom_cluster`).
  *   - lc_cluster_wait returns when the first process of the cluster ends. Workers that are done
  *     stay until the cluster stops them, so in a good run that first process is the master, which
@@ -696,6 +697,8 @@ typedef struct app {
   int joined;
   int have_result;
   long long result;
+  char **sent; /* "HOST:PATH" of each copy prepare_host sent */
+  size_t nsent;
 } app;
 
 static char *strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -815,32 +818,25 @@ static void on_line(const char *tag, const char *line, size_t len, lc_stream str
   pthread_mutex_unlock(&a->mu);
 }
 
-/* Sends this program to every host's working directory, where worker_command finds it. */
-static int send_self(app *a, lc_group *g) {
-  for (size_t i = 0; i < lc_group_count(g); i++) {
-    lc_runtime *rt = lc_group_at(g, i);
-    const char *wd = NULL;
-    char *path;
-    int r;
-    if ((r = lc_runtime_workdir(&wd, rt)) < 0) {
-      fprintf(stderr, "custom_cluster: %s\n", lc_error_last());
-      return r;
-    }
-    if ((path = strdup_printf("%s/%s", wd, BINARY)) == NULL)
-      return -ENOMEM;
-    r = lc_runtime_send_file(rt, a->self, path, 60000);
-    if (r < 0)
-      fprintf(stderr, "custom_cluster: cannot send %s to %s:%s: %s\n", a->self, lc_runtime_name(rt),
-              path, lc_error_last());
-    else
-      printf("sent %s to %s:%s\n", BINARY, lc_runtime_name(rt), path);
+/* lc_worker_launcher.prepare_host: this program goes to each host's working directory, where
+ * worker_command finds it. The cluster runs the steps of every host at once (the group's
+ * fan-out), once per host, before the first worker starts there, and while the master starts. */
+static int worker_prepare_host(lc_worker_launcher *self, lc_cluster *cluster, const char *host,
+                               const char *workdir, lc_task *task) {
+  app *a = self->data;
+  char *path = NULL, **v;
+  int r;
+  (void)cluster;
+  if ((path = strdup_printf("%s:%s/%s", host, workdir, BINARY)) == NULL ||
+      (v = realloc(a->sent, (a->nsent + 1) * sizeof(*v))) == NULL) {
     free(path);
-    if (r < 0)
-      return r;
+    return -ENOMEM;
   }
-  return 0;
+  a->sent = v;
+  a->sent[a->nsent++] = path; /* "HOST:PATH", printed once the cluster runs */
+  r = lc_task_add_send(task, a->self, path + strlen(host) + 1);
+  return r;
 }
-
 static int usage(FILE *f, int status) {
   fprintf(f, "usage: custom_cluster [-F SSH_CONFIG] [-n WORKERS] [HOST...]\n"
              "Starts a job server here and WORKERS workers (default: 2 per host, 4 here) on the\n"
@@ -919,6 +915,7 @@ static int run_launcher(int argc, char **argv) {
   a.worker.data = &a;
   a.worker.command = worker_command;
   a.worker.wait_ready = worker_wait_ready;
+  a.worker.prepare_host = worker_prepare_host; /* this binary goes to every host */
   a.worker.portless = 1; /* workers connect to the master; they listen on nothing */
   a.worker.mesh = 0;     /* and need not reach each other */
 
@@ -978,8 +975,6 @@ static int run_launcher(int argc, char **argv) {
   }
   if (nworkers == 0)
     nworkers = hosts != NULL ? 2 * (int)lc_group_count(g) : 4;
-  if (send_self(&a, g) < 0)
-    goto out;
 
   /* The cluster: our two launchers over the group. Every line its processes write comes to
    * on_line; LC_CUDART_PATH and LC_CUBLAS_PATH, when set here, go to every process. */
@@ -997,6 +992,8 @@ static int run_launcher(int argc, char **argv) {
     fprintf(stderr, "custom_cluster: the cluster did not start: %s\n", lc_error_last());
     goto out;
   }
+  for (size_t i = 0; i < a.nsent; i++)
+    printf("sent %s to %s\n", BINARY, a.sent[i]);
   printf("master on %s, localhost:%d; %zu workers:", lc_cluster_master_host(c),
          lc_cluster_master_port(c), lc_cluster_worker_count(c));
   for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
@@ -1042,6 +1039,9 @@ out:
   pthread_mutex_destroy(&a.mu);
   free(pass[0]);
   free(pass[1]);
+  for (size_t i = 0; i < a.nsent; i++)
+    free(a.sent[i]);
+  free(a.sent);
   free(hosts);
   return status;
 }

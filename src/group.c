@@ -198,6 +198,7 @@ typedef struct job_host {
   job *j;
   size_t index;
   lc_runtime *rt;
+  const lc_task *task; /* the job's, or this host's own (lc__group_run_tasks) */
   lc_process *p;
   size_t step;
   uint64_t t0;
@@ -218,6 +219,7 @@ struct job {
   lc_group_line_cb on_line;
   void *payload;
   int fail_on_exit; /* a non-zero exit is a failure */
+  int own_tasks;    /* each host runs its own task */
   /* connect jobs */
   lc_runtime **pending;
   uv_timer_t tick;
@@ -248,7 +250,7 @@ static void host_log(job_host *h, const char *fmt, ...) {
 static void host_line(const char *line, size_t len, lc_stream stream, void *payload) {
   job_host *h = payload;
   job *j = h->j;
-  if (j->task != NULL)
+  if (h->task != NULL)
     host_log(h, "%s %.*s", stream == LC_STDERR ? "err:" : "out:", (int)len, line);
   if (j->on_line != NULL)
     j->on_line(h->rt->name, line, len, stream, j->payload);
@@ -272,7 +274,7 @@ static void host_finish(job_host *h, int code, const char *msg) {
     h->out->error = code;
     h->out->message = lc__strdup(msg);
     host_log(h, "failed: %s", msg);
-  } else if (j->task != NULL) {
+  } else if (h->task != NULL) {
     host_log(h, "done in %.3f s", h->out->seconds);
   }
   if (h->logf != NULL) {
@@ -317,11 +319,11 @@ static void step_start(job_host *h) {
   lc__err err = {0};
   int r;
 
-  if (j->task == NULL || h->step >= j->task->n) {
+  if (h->task == NULL || h->step >= h->task->n) {
     host_finish(h, 0, NULL);
     return;
   }
-  s = &j->task->steps[h->step];
+  s = &h->task->steps[h->step];
   if (j->eo != NULL) /* checked by lc_group_exec; as long as its version says */
     lc__options_copy(&eo, j->eo, lc__exec_options_size(j->eo));
   eo.on_line = host_line;
@@ -360,9 +362,12 @@ static void step_start(job_host *h) {
       h->p = NULL;
     }
   }
-  if (r < 0) {
+  if (r < 0) { /* named as step_check names a step that failed */
     char msg[LC_ERRMSG_MAX + 64];
-    snprintf(msg, sizeof(msg), "step %zu: %s", h->step + 1, err.msg);
+    if (h->task->n > 1 || h->task->name[0] != '\0')
+      snprintf(msg, sizeof(msg), "step %zu of %s: %s", h->step + 1, h->task->name, err.msg);
+    else
+      snprintf(msg, sizeof(msg), "%s", err.msg);
     host_finish(h, r, msg);
   }
 }
@@ -371,7 +376,7 @@ static void step_start(job_host *h) {
 static void step_check(job_host *h) {
   job *j = h->j;
   lc_process *p = h->p;
-  const step *s = &j->task->steps[h->step];
+  const step *s = &h->task->steps[h->step];
   lc__err err = {0};
   int r = 0;
 
@@ -392,8 +397,8 @@ static void step_check(job_host *h) {
   lc__proc_release(p);
   if (r < 0) {
     char msg[LC_ERRMSG_MAX + 64];
-    if (j->task->n > 1 || j->task->name[0] != '\0')
-      snprintf(msg, sizeof(msg), "step %zu of %s: %s", h->step + 1, j->task->name, err.msg);
+    if (h->task->n > 1 || h->task->name[0] != '\0')
+      snprintf(msg, sizeof(msg), "step %zu of %s: %s", h->step + 1, h->task->name, err.msg);
     else
       snprintf(msg, sizeof(msg), "%s", err.msg);
     host_finish(h, r, msg);
@@ -406,13 +411,16 @@ static void step_check(job_host *h) {
 static void host_start(job_host *h) {
   job *j = h->j;
   h->t0 = lc__now_ms();
-  if (j->g->log_dir != NULL && j->task != NULL) {
+  if (j->g->log_dir != NULL && h->task != NULL) {
     char path[4096];
-    snprintf(path, sizeof(path), "%s/%s.log", j->g->log_dir, h->rt->name);
+    if (j->own_tasks) /* a host may have several tasks: each its own log */
+      snprintf(path, sizeof(path), "%s/%s.%s.log", j->g->log_dir, h->rt->name, h->task->name);
+    else
+      snprintf(path, sizeof(path), "%s/%s.log", j->g->log_dir, h->rt->name);
     h->logf = fopen(path, "w");
   }
-  if (j->task != NULL)
-    host_log(h, "task %s on %s", j->task->name, h->rt->name);
+  if (h->task != NULL)
+    host_log(h, "task %s on %s", h->task->name, h->rt->name);
   step_start(h);
 }
 
@@ -437,10 +445,11 @@ static void job_fn(lc__call *c) {
     host_start(&j->hosts[j->next++]);
 }
 
-/* Runs task t on the given runtimes; fills a report in the same order. */
+/* Runs task t (or tasks[i], when tasks is not NULL) on the given runtimes; fills a report in
+ * the same order. */
 static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, size_t n,
-                   const lc_task *t, const lc_exec_options *eo, lc_group_line_cb on_line,
-                   void *payload) {
+                   const lc_task *t, const lc_task *const *tasks, const lc_exec_options *eo,
+                   lc_group_line_cb on_line, void *payload) {
   lc_group_report *rep = NULL;
   job j;
   int r;
@@ -462,8 +471,10 @@ static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, s
   j.on_line = on_line;
   j.payload = payload;
   j.fail_on_exit = 1;
+  j.own_tasks = tasks != NULL;
   for (size_t i = 0; i < n; i++) {
     j.hosts[i].j = &j;
+    j.hosts[i].task = tasks != NULL ? tasks[i] : t;
     j.hosts[i].index = i;
     j.hosts[i].rt = rts[i];
     j.hosts[i].out = &rep->e[i];
@@ -487,7 +498,7 @@ int lc_group_exec(lc_group_report **out, lc_group *g, const char *command,
   LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
   if (g == NULL || command == NULL)
     return lc__error_set(-EINVAL, "group exec: no group or command given");
-  return run_job(out, g, g->rts, g->n, &t, opts, on_line, payload);
+  return run_job(out, g, g->rts, g->n, &t, NULL, opts, on_line, payload);
 }
 
 int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_task *t, const char *host,
@@ -497,10 +508,20 @@ int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_task *t, cons
   if (g == NULL || t == NULL)
     return lc__error_set(-EINVAL, "group task: no group or task given");
   if (host == NULL)
-    return run_job(out, g, g->rts, g->n, t, NULL, on_line, payload);
+    return run_job(out, g, g->rts, g->n, t, NULL, NULL, on_line, payload);
   if ((one = lc_group_find(g, host)) == NULL)
     return lc__error_set(-ENOENT, "group task: no host %s in the group", host);
-  return run_job(out, g, &one, 1, t, NULL, on_line, payload);
+  return run_job(out, g, &one, 1, t, NULL, NULL, on_line, payload);
+}
+
+int lc__group_run_tasks(lc_group_report **out, lc_group *g, lc_runtime *const *rts,
+                        const lc_task *const *tasks, size_t n, lc_group_line_cb on_line,
+                        void *payload) {
+  *out = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (rts[i] == NULL || tasks[i] == NULL)
+      return lc__error_set(-EINVAL, "group tasks: no runtime or task given for entry %zu", i);
+  return run_job(out, g, rts, n, NULL, tasks, NULL, on_line, payload);
 }
 
 /* ---- connecting many ------------------------------------------------------------------------ */

@@ -16,6 +16,12 @@ int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
                           lc__fwdlist *keep);
 /* The engine g's runtimes run on. */
+/* Runs tasks[i] on rts[i] for each i, all at once within the group's fan-out (one job on the
+ * engine loop; a runtime may come more than once, with another task). The report is in the same
+ * order; with a log_dir, each writes LOG_DIR/HOST.TASKNAME.log. Returns as lc_group_run_task. */
+int lc__group_run_tasks(lc_group_report **out, lc_group *g, lc_runtime *const *rts,
+                        const lc_task *const *tasks, size_t n, lc_group_line_cb on_line,
+                        void *payload);
 lc_engine *lc__group_engine(const lc_group *g);
 
 #endif /* LC_GROUP_INTERNAL_H */

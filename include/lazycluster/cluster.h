@@ -5,8 +5,8 @@
  * A cluster composes a group, port ranges, a master launcher and a worker launcher. The launchers
  * are strategy objects (structs of function pointers with a data pointer): they say what to run
  * and, optionally, how to tell it is ready. The cluster does the rest the same way for every
- * type: free ports from the ranges, placement (one worker per GPU on hosts with GPUs, else
- * round-robin or by declared slots), each worker's context (environment and cluster.json),
+ * type: free ports from the ranges, placement (a slot per GPU, else per declared slot; spread over
+ * the hosts or packed, see lc_placement), each worker's context (environment and cluster.json),
  * readiness polled with timeouts (never fixed sleeps), the tunnels, and cleanup. A new cluster
  * type is two such structs (see examples/custom_cluster.c), or a shared object exporting
  * lc_cluster_type_entry (see lc_cluster_type).
@@ -65,12 +65,14 @@ typedef struct lc_worker_info {
 
 /** Where workers go: lc_cluster_options.placement. */
 typedef enum lc_placement {
-  /** The default: each worker goes to the host with the fewest workers of the cluster (ties: the
-   * first in group order), on its first free slot: 4 workers on two 8-GPU hosts get GPUs 0 and
-   * 1 of each. */
+  /** The default: each worker goes to the host with the fewest workers of the cluster among those
+   * with a free slot (ties: the first in group order), on its first free slot (once no slot is
+   * free: the least used slots instead of the free ones): 4 workers on two 8-GPU hosts get GPUs
+   * 0 and 1 of each. */
   LC_PLACE_SPREAD = 0,
-  /** Each host's slots are filled, in group order, before the next host gets a worker: 4 workers
-   * on two 8-GPU hosts get GPUs 0-3 of the first. */
+  /** Each host's slots are filled, in group order, before the next host gets a worker (the first
+   * free slot; once none is free, the first of the least used): 4 workers on two 8-GPU hosts get
+   * GPUs 0-3 of the first. */
   LC_PLACE_PACK = 1,
 } lc_placement;
 
@@ -160,14 +162,18 @@ struct lc_worker_launcher {
                   size_t len, lc_stream stream);
   /** Optional: staging on one host, once per cluster, before the first worker starts there. Adds
    * steps to task (send files, write files, run commands; see group.h); the cluster runs the
-   * tasks of every host of a start at once, with the group's fan-out. workdir is the cluster's
-   * directory on that host (it exists; a relative remote path is not relative to it). A failed
-   * step fails the start and names the host and the step. */
+   * tasks of every host of a start at once, with the group's fan-out, while the master starts.
+   * workdir is the runtime's working directory on that host (lc_runtime_workdir: it exists, the
+   * workers' directories are in it, it goes when the runtime is freed; a relative remote path is
+   * not relative to it). A failed step fails the start and names the host and the step. */
   int (*prepare_host)(lc_worker_launcher *self, lc_cluster *cluster, const char *host,
                       const char *workdir, lc_task *task);
   /** Optional: staging for one worker, once per worker index, before it starts: steps into task
-   * as prepare_host (w->workdir exists). The tasks of all workers of a start run at once, after
-   * their hosts' prepare_host tasks. */
+   * as prepare_host (w->workdir exists; w->master_port is not known yet: 0). The tasks of all
+   * workers of a start run at once, after their hosts' prepare_host tasks. A start that fails
+   * removes its workers' directories (with what these tasks put there) and forgets the hosts it
+   * prepared (the next start prepares them again); what prepare_host put in the cluster's
+   * directory goes when the group frees the runtime. */
   int (*prepare_worker)(lc_worker_launcher *self, lc_cluster *cluster, const lc_worker_info *w,
                         lc_task *task);
   /** Optional: the type's own placement. For worker index, returns the position in slots (the

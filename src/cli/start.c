@@ -96,6 +96,10 @@ static int usage(void) {
          "  --timeout S             worker start limit in seconds, all workers together\n"
          "                          (default: the type's, below)\n"
          "  --master-timeout S      master start limit in seconds (default: the type's, below)\n"
+         "  --placement P           spread (default: each worker to the host with the fewest)\n"
+         "                          or pack (fill each host's GPUs/slots before the next)\n"
+         "  --max-workers-per-host N  at most N workers on one host (default: no cap)\n"
+         "  --no-worker-on-master-host  no worker on the master's host (default: it may take some)\n"
          "  --debug                 show every process's output, tagged [host worker-N]\n"
          "%s\n"
          "Start limits when none is given, per type:\n"
@@ -150,6 +154,10 @@ int cli_start(int argc, char **argv) {
       co.master_port_fixed = 1;
       continue;
     }
+    if (strcmp(a, "--no-worker-on-master-host") == 0) {
+      co.exclude_master_host = 1;
+      continue;
+    }
     if ((took = cli_hostopts_take(&h, "start", argc, argv, &i)) < 0)
       return CLI_EXIT_USAGE;
     if (took)
@@ -186,6 +194,15 @@ int cli_start(int argc, char **argv) {
     } else if (strcmp(a, "--timeout") == 0) {
       if (parse_seconds(v, &co.worker_timeout_ms) < 0)
         return cli_usage_error("start", "--timeout %s: want seconds", v);
+    } else if (strcmp(a, "--placement") == 0) {
+      if (strcmp(v, "spread") != 0 && strcmp(v, "pack") != 0)
+        return cli_usage_error("start", "--placement %s: want spread or pack", v);
+      co.placement = strcmp(v, "pack") == 0 ? LC_PLACE_PACK : LC_PLACE_SPREAD;
+    } else if (strcmp(a, "--max-workers-per-host") == 0) {
+      long cap = strtol(v, &end, 10);
+      if (*end != '\0' || end == v || cap < 1 || cap > 100000)
+        return cli_usage_error("start", "--max-workers-per-host %s: want a number, 1 or more", v);
+      co.max_workers_per_host = (int)cap;
     } else if (strcmp(a, "--master-timeout") == 0) {
       if (parse_seconds(v, &co.master_timeout_ms) < 0)
         return cli_usage_error("start", "--master-timeout %s: want seconds", v);

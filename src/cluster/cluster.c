@@ -72,6 +72,17 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
+  if (c->opts.placement != LC_PLACE_SPREAD && c->opts.placement != LC_PLACE_PACK) {
+    r = lc__error_set(-EINVAL,
+                      "cluster: placement %d is unknown (LC_PLACE_SPREAD or LC_PLACE_PACK)",
+                      c->opts.placement);
+    goto out;
+  }
+  if (c->opts.max_workers_per_host < 0) {
+    r = lc__error_set(-EINVAL, "cluster: max_workers_per_host %d is negative",
+                      c->opts.max_workers_per_host);
+    goto out;
+  }
   if (c->opts.master_port > 65535) {
     r = lc__error_set(-EINVAL, "cluster: master port %d is out of range", c->opts.master_port);
     goto out;
@@ -119,6 +130,7 @@ void lc_cluster_free(lc_cluster *c) {
     free(c->env[i]);
   free(c->env);
   free(c->workers);
+  free(c->staged);
   free(c->ports);
   free(c->master_host_opt);
   free(c->master_timeout_opt);
@@ -177,9 +189,9 @@ void lc__cluster_limit_text(const lc_cluster *c, int master, char *out, size_t s
 
 /*
  * The master and n workers, overlapped: the master is spawned first; while it starts, the
- * workers are placed and get their ports and directories; an `early` launcher's workers are
- * spawned before the master is ready. A master that must move to another port takes its early
- * workers down and has them started again.
+ * workers are placed, get their ports and directories, and their staging runs; an `early`
+ * launcher's workers are spawned before the master is ready. A master that must move to another
+ * port takes its early workers down and has them started again.
  */
 int lc_cluster_start(lc_cluster *c, int n) {
   size_t mark = c->nports, fwd_mark = c->fwds.n;
@@ -198,7 +210,7 @@ int lc_cluster_start(lc_cluster *c, int n) {
   lc__cluster_workdirs_begin(c);
   /* one listing of every host picks the master's port and the workers' */
   if ((r = lc__cluster_scan(c, &sc)) < 0 || (r = lc__master_attempt(c, 0, &sc, &port)) < 0 ||
-      (r = lc__workers_prepare(c, n, &sc, &st)) < 0)
+      (r = lc__workers_prepare(c, n, &sc, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0)
     goto out;
   if (early && (r = lc__workers_spawn(c, &st)) < 0)
     goto out;

@@ -79,6 +79,8 @@ struct lc_cluster {
   pthread_cond_t cv;  /* the counter changed */
   long count;         /* mu: lc_cluster_counter_add; 0 when the master starts */
   long changes;       /* mu: lc_cluster_counter_add calls since the master started */
+  lc_runtime **staged; /* the hosts prepare_host has prepared (prepare.c) */
+  size_t nstaged;
 };
 
 /* Every group runtime's listening ports, one listing each and all at once. */
@@ -86,17 +88,13 @@ typedef struct lc__hostscan {
   lc__portscan *per; /* one per group runtime, in group order */
 } lc__hostscan;
 
-/* One place for a worker. */
-typedef struct lc__slot {
-  lc_runtime *rt;
-  int gpu;
-} lc__slot;
-
 /* One start of workers: what undoing it needs. */
 typedef struct lc__wstart {
   size_t first, mark, fwd_mark;
   int n;
   int prepared;
+  int staged;         /* staging ran: undoing removes the workers' directories */
+  size_t staged_mark; /* c->nstaged before this start */
 } lc__wstart;
 
 /* ---- output.c ---- */
@@ -141,8 +139,43 @@ int lc__cluster_pick_from_scan(lc_cluster *c, const lc__hostscan *sc, const lc_p
 int lc__cluster_pick_ports(lc_cluster *c, const lc__hostscan *given, int *out, size_t n);
 
 /* ---- placement.c ---- */
-/* One slot per GPU on hosts with GPUs, else the declared slots, else one per host. */
-lc__slot *lc__cluster_slots(lc_cluster *c, size_t *count);
+/* One host as placement sees it. */
+typedef struct lc__place_host {
+  const char *name;
+  int gpus;   /* its GPUs, one slot each; 0: none */
+  int slots;  /* its declared CPU slots when it has no GPU; 0: one */
+  int master; /* the master runs there */
+} lc__place_host;
+
+/* Where a worker is: a host (index into the hosts) and its GPU there, or -1. */
+typedef struct lc__place_spot {
+  int host;
+  int gpu;
+} lc__place_spot;
+
+/* What placement goes by (lc_cluster_options' placement fields, and a launcher's place). */
+typedef struct lc__place_in {
+  const lc__place_host *hosts;
+  size_t nhosts;
+  int policy; /* lc_placement */
+  int max_per_host, exclude_master;
+  /* NULL: the policy; else the slot position for worker index, or a negative error */
+  int (*hook)(void *arg, int index, const lc_slot *slots, size_t nslots);
+  void *hook_arg;
+} lc__place_in;
+
+#define LC__PLACE_WHY 160
+
+/* Places workers first..first+n-1 into placed[first..], counting placed[0..first-1] (a host
+ * index out of range counts nowhere); why[k] (may be NULL) gets where worker first+k went and
+ * why ("GPU 1 of lab2 (spread)"). Returns 0, -ENOSPC (the cap or the master's host leave no
+ * host: the detail names them), -EINVAL (no host; the hook's index is no slot), the hook's
+ * error, -ENOMEM. */
+int lc__place(const lc__place_in *in, lc__place_spot *placed, size_t first, size_t n,
+              char (*why)[LC__PLACE_WHY]);
+/* Places c->workers[first..first+n-1] (rt and info.gpu) after the cluster's earlier workers,
+ * and notes each in the cluster log. */
+int lc__cluster_place(lc_cluster *c, size_t first, size_t n);
 
 /* ---- context.c ---- */
 char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
@@ -163,6 +196,14 @@ int lc__workers_spawn(lc_cluster *c, const lc__wstart *st);
 void lc__workers_unspawn(lc_cluster *c, const lc__wstart *st);
 void lc__workers_undo(lc_cluster *c, lc__wstart *st);
 int lc__workers_finish(lc_cluster *c, const lc__wstart *st);
+
+/* ---- prepare.c ---- */
+/* The staging of st's workers: prepare_host on their hosts not prepared yet, all at once, then
+ * prepare_worker of each, all at once (their directories made first). */
+int lc__workers_stage(lc_cluster *c, lc__wstart *st);
+/* Undoes lc__workers_stage: removes st's workers' directories (their processes have ended) and
+ * forgets the hosts it prepared. Keeps the error detail. */
+void lc__workers_unstage(lc_cluster *c, lc__wstart *st);
 
 /* ---- readiness.c ---- */
 int lc__wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms);

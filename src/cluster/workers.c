@@ -43,8 +43,6 @@ static int workers_ports(lc_cluster *c, const lc__wstart *st, const lc__hostscan
  * once), before any starts: each worker then sees the whole cluster. Needs no master.
  */
 int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart *st) {
-  size_t nslots = 0;
-  lc__slot *slots = NULL;
   int r = 0;
 
   st->first = c->nworkers;
@@ -52,10 +50,6 @@ int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart
   st->fwd_mark = c->fwds.n;
   st->n = n;
   st->prepared = 1;
-  if ((slots = lc__cluster_slots(c, &nslots)) == NULL || nslots == 0) {
-    free(slots);
-    return lc__error_set(nslots == 0 ? -EINVAL : -ENOMEM, "cluster: no host to place workers on");
-  }
   if (c->nworkers + (size_t)n > c->capworkers) {
     size_t cap = c->nworkers + (size_t)n + 16;
     lc__worker *v = lc__realloc(c->workers, cap * sizeof(*v));
@@ -66,14 +60,14 @@ int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart
     c->workers = v;
     c->capworkers = cap;
   }
+  memset(&c->workers[st->first], 0, (size_t)n * sizeof(*c->workers));
+  if ((r = lc__cluster_place(c, st->first, (size_t)n)) < 0)
+    goto out;
   lc__cluster_workdirs_begin(c);
   for (int k = 0; k < n; k++) {
     lc__worker *w = &c->workers[c->nworkers];
     size_t idx = c->nworkers;
     const char *wd = NULL;
-    memset(w, 0, sizeof(*w));
-    w->rt = slots[idx % nslots].rt;
-    w->info.gpu = slots[idx % nslots].gpu;
     w->info.index = (int)idx;
     if ((r = lc_runtime_workdir(&wd, w->rt)) < 0)
       goto out;
@@ -92,7 +86,6 @@ int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart
     c->workers[i].info.count = (int)c->nworkers;
   r = workers_ports(c, st, sc);
 out:
-  free(slots);
   return r;
 }
 
@@ -126,6 +119,10 @@ void lc__workers_undo(lc_cluster *c, lc__wstart *st) {
   if (!st->prepared)
     return;
   snprintf(saved, sizeof(saved), "%s", lc_error_last());
+  if (st->staged) { /* their processes end before their directories go */
+    lc__workers_unspawn(c, st);
+    lc__workers_unstage(c, st);
+  }
   for (size_t i = st->first; i < c->nworkers; i++)
     lc__worker_clear(&c->workers[i]);
   c->nworkers = st->first;
@@ -252,8 +249,9 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
   if (c->master_proc == NULL)
     return lc__error_set(-EINVAL, "cluster: start the master first");
-  if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_spawn(c, &st)) < 0 ||
-      (r = lc__workers_finish(c, &st)) < 0 || (r = lc__workers_after_start(c, &st)) < 0) {
+  if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0 ||
+      (r = lc__workers_spawn(c, &st)) < 0 || (r = lc__workers_finish(c, &st)) < 0 ||
+      (r = lc__workers_after_start(c, &st)) < 0) {
     lc__workers_undo(c, &st); /* keeps the detail */
     return r;
   }

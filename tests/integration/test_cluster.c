@@ -116,7 +116,7 @@ static void test_more_workers_than_hosts(void) {
     worker_file(text, sizeof(text), c, i, "cluster.json");
     LC_CHECK_CONTAINS(text, "\"worker_count\":7");
   }
-  LC_CHECK(per_host[0] == 3 && per_host[1] == 2 && per_host[2] == 2); /* round-robin */
+  LC_CHECK(per_host[0] == 3 && per_host[1] == 2 && per_host[2] == 2); /* spread */
   LC_CHECK(count_everywhere("^serve 610") == 8);
   /* more workers later */
   LC_CHECK_OK(lc_cluster_start_workers(c, 2));
@@ -257,12 +257,13 @@ static void test_declared_gpus(void) {
   o.master_port = 61200;
   o.worker_ports = "61201-61300";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
-  LC_CHECK_OK(lc_cluster_start(c, 6)); /* slots: lab0 gpu 0 and 1, lab1 x3, lab2 x1 */
+  /* slots: lab0 gpu 0 and 1, lab1 x3, lab2 x1; spread: lab0, lab1, lab2, lab0, lab1, lab1 */
+  LC_CHECK_OK(lc_cluster_start(c, 6));
   for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
     const lc_worker_info *wi = lc_cluster_worker(c, i);
     if (strcmp(wi->host, "lab0") == 0) {
       char want[64];
-      LC_CHECK(wi->gpu == (int)i); /* workers 0 and 1 */
+      LC_CHECK(wi->gpu == (int)i / 3); /* workers 0 and 3 */
       worker_file(text, sizeof(text), c, i, "ctx.txt");
       snprintf(want, sizeof(want), "CUDA_VISIBLE_DEVICES=%d\n", wi->gpu);
       LC_CHECK_CONTAINS(text, want);
@@ -271,9 +272,10 @@ static void test_declared_gpus(void) {
       LC_CHECK(wi->gpu == -1);
     }
   }
-  LC_CHECK(lc_cluster_worker_count(c) == 6 && strcmp(lc_cluster_worker(c, 2)->host, "lab1") == 0 &&
-           strcmp(lc_cluster_worker(c, 4)->host, "lab1") == 0 &&
-           strcmp(lc_cluster_worker(c, 5)->host, "lab2") == 0);
+  LC_CHECK(lc_cluster_worker_count(c) == 6 && strcmp(lc_cluster_worker(c, 1)->host, "lab1") == 0 &&
+           strcmp(lc_cluster_worker(c, 2)->host, "lab2") == 0 &&
+           strcmp(lc_cluster_worker(c, 3)->host, "lab0") == 0 &&
+           strcmp(lc_cluster_worker(c, 5)->host, "lab1") == 0);
   lc_cluster_free(c);
   lc_runtime_set_resources(lc_group_find(group, "lab0"), -1, 0);
   lc_runtime_set_resources(lc_group_find(group, "lab1"), -1, 0);
