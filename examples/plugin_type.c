@@ -19,8 +19,10 @@
  * The master's line is staged as a file in the master's working directory on its host before the
  * master starts (lc_runtime_write_file), checked there together with the listener's binary
  * (lc_runtime_exec), and read by the master's command. The listener is `lazyclusterctl serve
- * PORT TEXT`, the tiny service the built-in `command` type uses by default. Readiness is the
- * library's default: the port accepts while the process lives.
+ * PORT TEXT`, the tiny service the built-in `command` type uses by default. The master is
+ * awaited with the public helpers (lc_ports_wait_listening on lc_cluster_master_runtime and
+ * lc_cluster_master_process); the workers' readiness is the library's default (their ports
+ * accept while they live).
  *
  * Options (--type-arg KEY=VALUE):
  *   greeting=TEXT  the first word of every answer (default "hello")
@@ -82,16 +84,18 @@ static int serve_command(greeter *t, int port, const char *text, char **out) {
   return *out != NULL ? 0 : lc_error_set(-ENOMEM, "greeter: out of memory");
 }
 
-/* The master's runtime: the group's runtime of the master's host (both borrowed). */
-static lc_runtime *master_runtime(lc_cluster *cluster) {
-  const char *host = lc_cluster_master_host(cluster);
-  return host != NULL ? lc_group_find(lc_cluster_group(cluster), host) : NULL;
+/* Ready: its port listens on its host, while it runs (the public helper a type's wait_ready
+ * uses; a master that dies ends the wait at once). */
+static int master_ready(lc_master_launcher *self, lc_cluster *cluster, int port, int timeout_ms) {
+  (void)self;
+  return lc_ports_wait_listening(lc_cluster_master_runtime(cluster), port,
+                                 lc_cluster_master_process(cluster), timeout_ms);
 }
 
 /* Stages the master's answer on its host, checks it and the listener there, then serves it. */
 static int master_command(lc_master_launcher *self, lc_cluster *cluster, int port, char **out) {
   greeter *t = self->data;
-  lc_runtime *rt = master_runtime(cluster);
+  lc_runtime *rt = lc_cluster_master_runtime(cluster);
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_exec_result res = {0};
   const char *wd = NULL;
@@ -210,7 +214,7 @@ static int greeter_make(lc_master_launcher **master, lc_worker_launcher **worker
   t->master.version = LC_MASTER_LAUNCHER_VERSION;
   t->master.data = t;
   t->master.command = master_command;
-  t->master.wait_ready = NULL; /* ready when its port accepts */
+  t->master.wait_ready = master_ready;
   /* the type's start limits (0: the library's 3 s and 30 s, plenty for a listener that starts
    * in milliseconds; a type whose master imports a Python framework states more); the user's
    * --master-timeout and --timeout still win. type_name names the type in a timeout's message. */

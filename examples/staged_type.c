@@ -11,8 +11,8 @@
  *     worker, once per host and all hosts at once; prepare_worker writes one file per worker;
  *   - waiting for the master with the public helpers: the master's on_line hook counts its
  *     announcement (lc_cluster_counter_add), wait_ready waits for it (lc_cluster_counter_wait) and
- *     then for the port in the master host's listening ports (lc_ports_listening), pausing on the
- *     master's process (lc_process_wait) so that a master that dies ends the wait at once;
+ *     then for its port on its host (lc_ports_wait_listening, with lc_cluster_master_runtime and
+ *     lc_cluster_master_process), so that a master that dies ends the wait at once;
  *   - strings from the library's allocator (lc_asprintf, lc_strdup) and error details
  *     (lc_error_set);
  *   - placement, stopping and restarting one worker, and the DOWN events are the cluster's: this
@@ -71,30 +71,15 @@ static void master_line(lc_master_launcher *self, lc_cluster *c, const char *lin
     lc_cluster_counter_add(c, 1);
 }
 
-/* Ready: the master announced itself, then its port is among its host's listening ports. */
+/* Ready: the master announced itself (its on_line counted it), then its port listens on its
+ * host; the master's end ends either wait at once. */
 static int master_ready(lc_master_launcher *self, lc_cluster *c, int port, int timeout_ms) {
-  lc_runtime *rt = lc_cluster_master_runtime(c);
-  lc_process *p = lc_cluster_master_process(c);
-  int waited = 0, r;
+  int r;
   (void)self;
   if ((r = lc_cluster_counter_wait(c, 1, timeout_ms, NULL)) < 0)
     return r;
-  for (;;) {
-    lc_ports *l = NULL;
-    int up = lc_ports_listening(&l, rt, 10000) == 0 && lc_ports_contains(l, port);
-    lc_ports_free(l);
-    if (up)
-      return 0;
-    if (waited >= timeout_ms)
-      return lc_error_set(-ETIMEDOUT,
-                          "staged: the master announced itself but port %d of %s "
-                          "did not listen",
-                          port, lc_runtime_name(rt));
-    /* the pause is a wait on the master: its end ends it */
-    if (lc_process_wait(NULL, p, 50) != -ETIMEDOUT)
-      return lc_error_set(LC_EREMOTE, "staged: the master ended before port %d listened", port);
-    waited += 50;
-  }
+  return lc_ports_wait_listening(lc_cluster_master_runtime(c), port, lc_cluster_master_process(c),
+                                 timeout_ms);
 }
 
 static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_worker_info *w,

@@ -84,6 +84,16 @@ LC_EXTERN int lc_port_is_free_local(int port);
 LC_EXTERN int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms);
 
 /**
+ * Waits until port listens on rt (as lc_ports_listening sees it) while proc, the process that
+ * should listen there, runs: its end ends the wait at once, since every pause is a wait on it
+ * (10 ms at first, growing to 50 ms). For a launcher's wait_ready (lc_cluster_master_runtime and
+ * lc_cluster_master_process give both). Returns 0; -ETIMEDOUT after timeout_ms; LC_EREMOTE when
+ * proc ended (also when it ended as the port listened: someone else's listener); -EINVAL. The
+ * detail names the host and the port.
+ */
+LC_EXTERN int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int timeout_ms);
+
+/**
  * The first port of ranges, in ascending order, that no host of rts[0..n-1] listens on, that is
  * free on this machine (lc_port_is_free_local) and that this process has not reserved; it comes
  * back reserved until lc_port_release. The hosts' listening ports are read concurrently, one

@@ -206,7 +206,6 @@ int lc__workers_stage(lc_cluster *c, lc__wstart *st);
 void lc__workers_unstage(lc_cluster *c, lc__wstart *st);
 
 /* ---- readiness.c ---- */
-int lc__wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms);
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);
 
 #endif /* LC_CLUSTER_INTERNAL_H */

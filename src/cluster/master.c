@@ -126,7 +126,7 @@ int lc__master_await(lc_cluster *c, int port, int *retry) {
   if (c->m->wait_ready != NULL)
     r = c->m->wait_ready(c->m, c, port, c->opts.master_timeout_ms);
   else
-    r = lc__wait_listening(c->master_rt, c->master_proc, port, c->opts.master_timeout_ms);
+    r = lc_ports_wait_listening(c->master_rt, port, c->master_proc, c->opts.master_timeout_ms);
   if (r < 0) {
     lc__cluster_how_ended(c, c->master_out, c->master_proc, msg, sizeof(msg));
     *retry = r == LC_EREMOTE && !c->opts.master_port_fixed &&

@@ -10,31 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Waits for port to listen on rt while p lives; -ETIMEDOUT or LC_EREMOTE (p ended). */
-int lc__wait_listening(lc_runtime *rt, lc_process *p, int port, int timeout_ms) {
-  uint64_t deadline = lc__now_ms() + (uint64_t)timeout_ms;
-  int pause = LC__POLL_MS / 5; /* most masters listen within a few ms: look again soon, then less */
-  for (;;) {
-    lc_ports *l = NULL;
-    int up;
-    if (lc_process_wait(NULL, p, 0) != -ETIMEDOUT)
-      return LC_EREMOTE;
-    up = lc_ports_listening(&l, rt, 10000) == 0 && lc_ports_contains(l, port);
-    lc_ports_free(l);
-    /* listening, and still alive: a process that died of "address in use" is not ready */
-    if (up && lc_process_wait(NULL, p, 0) == -ETIMEDOUT)
-      return 0;
-    if (up)
-      return LC_EREMOTE;
-    if (lc__now_ms() >= deadline)
-      return -ETIMEDOUT;
-    /* the poll interval is a wait on the process: an exit ends it at once */
-    if (lc_process_wait(NULL, p, pause) != -ETIMEDOUT)
-      return LC_EREMOTE;
-    pause = pause * 2 < LC__POLL_MS ? pause * 2 : LC__POLL_MS;
-  }
-}
-
 /*
  * Readiness of workers first..: each host with workers not yet listening has its own listing
  * going, one after the other (10 ms apart for the first half second, then 10 ms more each time

@@ -57,7 +57,7 @@ static int worker_ready(lc_cluster *c, lc__worker *w) {
   } else if (c->w->portless) {
     r = lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT ? LC_EREMOTE : 0;
   } else {
-    r = lc__wait_listening(w->rt, w->proc, w->info.port, c->opts.worker_timeout_ms);
+    r = lc_ports_wait_listening(w->rt, w->info.port, w->proc, c->opts.worker_timeout_ms);
   }
   lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
   if (r == LC_EREMOTE)

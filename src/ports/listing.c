@@ -256,3 +256,38 @@ out:
   free(taken);
   return r;
 }
+
+/* The pause between two looks grows from 10 ms to 50 ms: most services listen within a few ms. */
+#define WAIT_PAUSE_FIRST_MS 10
+#define WAIT_PAUSE_MAX_MS 50
+
+int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int timeout_ms) {
+  uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  int pause = WAIT_PAUSE_FIRST_MS;
+  if (rt == NULL || proc == NULL || port < 1 || port > 65535)
+    return lc__error_set(-EINVAL, "wait for a listening port: no runtime, no process or port %d",
+                         port);
+  for (;;) {
+    lc_ports *l = NULL;
+    int up;
+    if (lc_process_wait(NULL, proc, 0) != -ETIMEDOUT)
+      return lc__error_set(LC_EREMOTE, "%s: the process ended before port %d listened",
+                           lc_runtime_name(rt), port);
+    up = lc_ports_listening(&l, rt, 10000) == 0 && lc_ports_contains(l, port);
+    lc_ports_free(l);
+    /* listening, and still alive: a process that died of "address in use" is not ready */
+    if (up && lc_process_wait(NULL, proc, 0) == -ETIMEDOUT)
+      return 0;
+    if (up)
+      return lc__error_set(LC_EREMOTE, "%s: the process ended as port %d listened (another's?)",
+                           lc_runtime_name(rt), port);
+    if (lc__now_ms() >= deadline)
+      return lc__error_set(-ETIMEDOUT, "%s: port %d did not listen within %.1f s",
+                           lc_runtime_name(rt), port, timeout_ms / 1000.0);
+    /* the pause is a wait on the process: its end ends it at once */
+    if (lc_process_wait(NULL, proc, pause) != -ETIMEDOUT)
+      return lc__error_set(LC_EREMOTE, "%s: the process ended before port %d listened",
+                           lc_runtime_name(rt), port);
+    pause = pause * 2 < WAIT_PAUSE_MAX_MS ? pause * 2 : WAIT_PAUSE_MAX_MS;
+  }
+}
