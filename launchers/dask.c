@@ -6,12 +6,9 @@
  * it until it answers). Options: scheduler_args=..., worker_args=..., nthreads=N.
  *
  * The type's start limits (DASK_MASTER_TIMEOUT_MS, DASK_WORKER_TIMEOUT_MS) replace the library's
- * 3 s and 30 s unless the caller sets its own. Measured with `lazyclusterctl start --type dask
- * --workers 16` on 4 test hosts of one 2-CPU machine (shared with other work, load 7-18), 9
- * starts: the scheduler was up 2.6-4.4 s after the command started (importing Dask while the 16
- * early workers import it on the same CPUs), all 16 workers 4.1-6.8 s after that. The limits,
- * 30 s and 60 s, are about 7x and 9x the worst of those: a start that has not succeeded by then
- * is broken, and one that is merely slow must not fail.
+ * 3 s and 30 s unless the caller sets its own. They are about 7x and 9x the slowest starts
+ * measured (docs/benchmarks.md, M5): a start that has not succeeded by then is broken, and one
+ * that is merely slow must not fail.
  *
  * Written on the public API alone (<lazycluster.h>, no lc__ symbol, no private header: the
  * dask_public_api test checks it): the built-in types are the proof that two structs make a type.
