@@ -11,6 +11,7 @@
  * The hosts run our own `lazyclusterctl serve` as master and workers: the binary is sent to each
  * host's home first, so the build directory need not be visible there.
  */
+#include "clusterenv.h"
 #include "collect.h"
 #include "lc_test.h"
 #include "testenv.h"
@@ -38,19 +39,6 @@ static const char *worker_tmpl =
     "bash -c 'exec 3<>/dev/tcp/127.0.0.1/'\"$LAZYCLUSTER_MASTER_PORT\"'; read -r l <&3; "
     "echo \"$l\"' > master.txt; "
     "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
-
-static int make_type(lc_master_launcher **m, lc_worker_launcher **w, const char *mt,
-                     const char *wt) {
-  char a[2048], b[2048];
-  const char *args[3] = {a, b, NULL};
-  snprintf(a, sizeof(a), "master=%s", mt);
-  snprintf(b, sizeof(b), "worker=%s", wt);
-  return lc_cluster_type_find("command")->make(m, w, args);
-}
-
-static void free_type(lc_master_launcher *m, lc_worker_launcher *w) {
-  lc_cluster_type_find("command")->release(m, w);
-}
 
 static int count_everywhere(const char *pattern) {
   int n = 0;
@@ -89,7 +77,7 @@ static void test_more_workers_than_hosts(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   int per_host[HOSTS] = {0};
   char text[4096], want[256];
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 61000;
   o.worker_ports = "61001-61100";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -124,7 +112,7 @@ static void test_more_workers_than_hosts(void) {
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT); /* all still run */
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 610") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
 }
 
 /* Every worker of c reached the master (its master.txt) and was told its port (ctx.txt). */
@@ -159,7 +147,7 @@ static void test_master_moves_with_early_workers(void) {
   snprintf(mark, sizeof(mark), "/tmp/lc-test-moved-%d", (int)getpid());
   unlink(mark);
   fail_once(tmpl, sizeof(tmpl), mark, master_tmpl);
-  LC_REQUIRE_OK(make_type(&m, &w, tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, tmpl, worker_tmpl));
   LC_REQUIRE(w->version >= 2);
   w->early = 1;
   o.master_port = 61800;
@@ -174,7 +162,7 @@ static void test_master_moves_with_early_workers(void) {
   LC_CHECK(count_everywhere("^serve 618") == 4);
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 618") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
   unlink(mark);
 }
 
@@ -188,7 +176,7 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   int held[2], port;
   LC_REQUIRE(th_hold_port_by_connection(2, 61600, held) == 0);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 61600;
   o.worker_ports = "61601-61650";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -201,7 +189,7 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   LC_CHECK(count_everywhere("^serve 616") == 4); /* the first master is gone */
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 616") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
   close(held[1]);
   close(held[0]);
 }
@@ -217,7 +205,7 @@ static void test_workers_move_when_port_taken(void) {
   char mark[4200], tmpl[8800], text[4096], want[128];
   snprintf(mark, sizeof(mark), "%s/worker-port-taken-$LAZYCLUSTER_WORKER_INDEX", th_dir());
   fail_once(tmpl, sizeof(tmpl), mark, worker_tmpl);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, tmpl));
   o.master_port = 61900;
   o.worker_ports = "61901-61950";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -238,7 +226,7 @@ static void test_workers_move_when_port_taken(void) {
   LC_CHECK(count_everywhere("^serve 619") == 4);
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 619") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
   for (int i = 0; i < 3; i++) {
     snprintf(text, sizeof(text), "%s/worker-port-taken-%d", th_dir(), i);
     unlink(text);
@@ -253,7 +241,7 @@ static void test_declared_gpus(void) {
   char text[4096];
   lc_runtime_set_resources(lc_group_find(group, "lab0"), 2, 0);
   lc_runtime_set_resources(lc_group_find(group, "lab1"), -1, 3);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 61200;
   o.worker_ports = "61201-61300";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -279,7 +267,7 @@ static void test_declared_gpus(void) {
   lc_cluster_free(c);
   lc_runtime_set_resources(lc_group_find(group, "lab0"), -1, 0);
   lc_runtime_set_resources(lc_group_find(group, "lab1"), -1, 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
 }
 
 static void test_master_errors(void) {
@@ -291,7 +279,7 @@ static void test_master_errors(void) {
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   int r;
   /* not ready in time: the error carries what it wrote to stderr */
-  LC_REQUIRE_OK(make_type(&m, &w, "echo boom-from-master >&2; exec sleep 30", worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, "echo boom-from-master >&2; exec sleep 30", worker_tmpl));
   o.master_port = 61400;
   o.master_timeout_ms = 1500;
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -301,16 +289,16 @@ static void test_master_errors(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "within 1.5 s (the master timeout given; "
                                      "lc_cluster_options.master_timeout_ms changes it)");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   /* it dies: its exit status and stderr */
-  LC_REQUIRE_OK(make_type(&m, &w, "echo dying-now >&2; exit 3", worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, "echo dying-now >&2; exit 3", worker_tmpl));
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
   r = lc_cluster_start_master(c);
   LC_CHECK(r == LC_EREMOTE);
   LC_CHECK_CONTAINS(lc_error_last(), "status 3");
   LC_CHECK_CONTAINS(lc_error_last(), "dying-now");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   /* port in use on a host: a fixed port fails naming it; otherwise another port is taken */
   eo.timeout_ms = 0;
   LC_REQUIRE_OK(lc_runtime_spawn(&blocker, lc_group_find(group, "lab1"),
@@ -318,7 +306,7 @@ static void test_master_errors(void) {
   for (int i = 0; i < 100 && th_count_procs(1, "^serve 61500") == 0; i++)
     lc_process_wait(NULL, blocker, 50);
   lc_process_wait(NULL, blocker, 300);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 61500;
   o.master_port_fixed = 1;
   o.master_timeout_ms = 5000;
@@ -334,7 +322,7 @@ static void test_master_errors(void) {
   LC_CHECK(lc_cluster_master_port(c) == 61501);
   lc_cluster_free(c);
   lc_process_free(blocker);
-  free_type(m, w);
+  th_command_type_free(m, w);
 }
 
 static void test_worker_errors(void) {
@@ -344,7 +332,7 @@ static void test_worker_errors(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   int r;
   /* no ports left for the workers */
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 61600;
   o.worker_ports = "61601";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -355,11 +343,12 @@ static void test_worker_errors(void) {
   LC_CHECK(lc_cluster_worker_count(c) == 0);
   LC_CHECK(count_everywhere("^serve 6160") == 1); /* the master only: the start was undone */
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   /* worker 1 fails at start: host, index, status and stderr; the others of that start go */
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl,
-                          "[ {worker_index} != 1 ] || {{ echo bad-worker-here >&2; exit 7; }}; "
-                          "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
+  LC_REQUIRE_OK(
+      th_command_type(&m, &w, master_tmpl,
+                      "[ {worker_index} != 1 ] || {{ echo bad-worker-here >&2; exit 7; }}; "
+                      "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
   o.worker_ports = "61601-61650";
   o.worker_timeout_ms = 20000;
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -374,9 +363,9 @@ static void test_worker_errors(void) {
     usleep(50 * 1000);
   LC_CHECK(count_everywhere("^serve 616") == 1);
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   /* an unknown placeholder is refused when the type is made, quoting it */
-  LC_CHECK(make_type(&m, &w, master_tmpl, "serve {worker_prot}") == -EINVAL);
+  LC_CHECK(th_command_type(&m, &w, master_tmpl, "serve {worker_prot}") == -EINVAL);
   LC_CHECK_CONTAINS(lc_error_last(), "{worker_prot}");
 }
 
@@ -407,7 +396,7 @@ static void test_timeout_sources(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   char flag[32];
   int r;
-  LC_REQUIRE_OK(make_type(&m, &w, "exec sleep 61", worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, "exec sleep 61", worker_tmpl));
   LC_CHECK(m->version == LC_MASTER_LAUNCHER_VERSION && w->version == LC_WORKER_LAUNCHER_VERSION);
   LC_CHECK_STR(m->type_name, "command");
   LC_CHECK(m->timeout_ms == 0 && w->timeout_ms == 0); /* command: the library's limits */
@@ -455,10 +444,10 @@ static void test_timeout_sources(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "within 3 s (the default master timeout; "
                                      "lc_cluster_options.master_timeout_ms changes it)");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   wait_no_sleepers();
   /* the workers' limit from the type: a worker that never listens */
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, "exec sleep 61"));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, "exec sleep 61"));
   w->timeout_ms = 1000;
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
   LC_REQUIRE_OK(lc_cluster_start_master(c));
@@ -469,42 +458,13 @@ static void test_timeout_sources(void) {
                                      "lc_cluster_options.worker_timeout_ms changes it): it still "
                                      "runs");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   wait_no_sleepers();
 }
 
-/* Runs lazyclusterctl with args (NULL-terminated, after the program's name); its stdout and
- * stderr into out. Returns its exit status, or -1. */
+/* lazyclusterctl with args, to its end. */
 static int run_ctl(const char *const *args, char *out, size_t size) {
-  const char *argv[64];
-  int fds[2], st, n = 0;
-  size_t used = 0;
-  ssize_t k;
-  pid_t pid;
-  argv[n++] = ctl;
-  for (; *args != NULL && n < 63; args++)
-    argv[n++] = *args;
-  argv[n] = NULL;
-  if (pipe(fds) < 0)
-    return -1;
-  if ((pid = fork()) == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    execv(ctl, (char *const *)argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  while (used + 1 < size && (k = read(fds[0], out + used, size - used - 1)) > 0)
-    used += (size_t)k;
-  out[used] = '\0';
-  close(fds[0]);
-  if (waitpid(pid, &st, 0) != pid)
-    return -1;
-  if (used > 0)
-    fprintf(stderr, "  | %s", out);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return th_run_ctl(ctl, args, 0, out, size);
 }
 
 /* `start` on lab0 with one worker, these commands, and a limit flag and value unless NULL. */
@@ -771,9 +731,9 @@ static void test_line_hooks_and_counter(void) {
   seen_reset();
   snprintf(mt, sizeof(mt), "echo count-up; echo count-down >&2; echo count-up; echo count-up; %s",
            master_tmpl);
-  LC_REQUIRE_OK(make_type(&m, &w, mt,
-                          "echo wline-{worker_index}; "
-                          "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
+  LC_REQUIRE_OK(th_command_type(&m, &w, mt,
+                                "echo wline-{worker_index}; "
+                                "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
   LC_REQUIRE(m->version >= 3 && w->version >= 4);
   m->on_line = hook_master_line;
   w->on_line = hook_worker_line;
@@ -819,7 +779,7 @@ static void test_line_hooks_and_counter(void) {
   LC_CHECK(seen_wait(&S.worker_lines[0], 1) == 1);
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 620") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
 }
 
 /* Kills (-9) worker i's process on its host, found by the pid file it wrote. */
@@ -848,7 +808,7 @@ static void test_down_events_each_end_once(void) {
   seen_reset();
   snprintf(pidfile, sizeof(pidfile), "/tmp/lc-test-master-pid-%d", (int)getpid());
   snprintf(mt, sizeof(mt), "echo $$ > %s; %s", pidfile, master_tmpl);
-  LC_REQUIRE_OK(make_type(&m, &w, mt, pid_worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, mt, pid_worker_tmpl));
   o.master_port = 62100;
   o.worker_ports = "62101-62150";
   o.on_event = seen_event;
@@ -902,7 +862,7 @@ static void test_down_events_each_end_once(void) {
   LC_CHECK(seen_get(&S.down[0]) == 1);
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 621") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
   unlink(pidfile);
 }
 
@@ -923,7 +883,7 @@ static void test_worker_stop_restart(void) {
   char host[64];
   int port, h;
   seen_reset();
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, pid_worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, pid_worker_tmpl));
   w->wait_ready = hook_wait_ready;
   o.master_port = 62200;
   o.worker_ports = "62201-62250";
@@ -974,7 +934,7 @@ static void test_worker_stop_restart(void) {
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
   lc_cluster_free(c);
   LC_CHECK(count_everywhere("^serve 622") == 0);
-  free_type(m, w);
+  th_command_type_free(m, w);
 }
 
 /* after_start: once per start of workers with (first, n); its error undoes that start. */
@@ -985,7 +945,7 @@ static void test_after_start(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   int r;
   seen_reset();
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   w->after_start = hook_after_start;
   o.master_port = 62300;
   o.worker_ports = "62301-62350";
@@ -1013,19 +973,7 @@ static void test_after_start(void) {
   LC_CHECK(lc_cluster_worker_count(c) == 0 && lc_cluster_master_port(c) == 0);
   LC_CHECK(count_everywhere("^serve 623") == 0);
   lc_cluster_free(c);
-  free_type(m, w);
-}
-
-/* Sends lazyclusterctl to ~/lcbin on each host. */
-static int ship_binary(void) {
-  lc_exec_result res;
-  for (size_t i = 0; i < lc_group_count(group); i++) {
-    lc_runtime *rt = lc_group_at(group, i);
-    if (lc_runtime_exec(&res, rt, "mkdir -p ~/lcbin", NULL) < 0 ||
-        lc_runtime_send_file(rt, ctl, "~/lcbin/lazyclusterctl", 60000) < 0)
-      return -1;
-  }
-  return 0;
+  th_command_type_free(m, w);
 }
 
 int main(int argc, char **argv) {
@@ -1057,7 +1005,7 @@ int main(int argc, char **argv) {
   snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
   if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
       lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 || lc_group_report_failures(rep) != 0 ||
-      ship_binary() < 0) {
+      th_ship_ctl(group, ctl) < 0) {
     fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
             rep ? lc_group_report_message(rep, 0) : "");
     return 2;

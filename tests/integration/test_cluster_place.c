@@ -9,6 +9,7 @@
  * it starts (in its directory), and a failing step fails the start naming the host and the step,
  * with nothing left on any host (no process, no worker directory).
  */
+#include "clusterenv.h"
 #include "collect.h"
 #include "lc_test.h"
 #include "testenv.h"
@@ -45,19 +46,6 @@ static lc_group *group_of(const char *const *names) {
   }
   lc_group_report_free(rep);
   return g;
-}
-
-static int make_type(lc_master_launcher **m, lc_worker_launcher **w, const char *mt,
-                     const char *wt) {
-  char a[4400], b[2048];
-  const char *args[3] = {a, b, NULL};
-  snprintf(a, sizeof(a), "master=%s", mt);
-  snprintf(b, sizeof(b), "worker=%s", wt);
-  return lc_cluster_type_find("command")->make(m, w, args);
-}
-
-static void free_type(lc_master_launcher *m, lc_worker_launcher *w) {
-  lc_cluster_type_find("command")->release(m, w);
 }
 
 /* The output of command on runtime rt, first line, or "". */
@@ -122,7 +110,7 @@ static void test_spread_and_pack(void) {
   LC_REQUIRE(g != NULL);
   lc_runtime_set_resources(lc_group_find(g, "lab0"), 8, 0);
   lc_runtime_set_resources(lc_group_find(g, "lab1"), 8, 0);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 62000;
   o.worker_ports = "62001-62100";
   /* spread, the default: 2 + 2, GPUs 0 and 1 of each */
@@ -146,7 +134,7 @@ static void test_spread_and_pack(void) {
     check_worker(g, c, i, "lab0", (int)i);
   LC_CHECK_CONTAINS(lc_cluster_log(c), "worker-2 goes to GPU 2 of lab0 (pack)");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
 }
 
@@ -161,7 +149,7 @@ static void test_cap_per_host(void) {
   LC_REQUIRE(g != NULL);
   lc_runtime_set_resources(lc_group_find(g, "lab0"), 8, 0);
   lc_runtime_set_resources(lc_group_find(g, "lab1"), 8, 0);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 62100;
   o.worker_ports = "62101-62200";
   o.placement = LC_PLACE_PACK;
@@ -179,7 +167,7 @@ static void test_cap_per_host(void) {
   LC_CHECK(serving("621") == 5); /* the master and 4 workers: the refused start left nothing */
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
 }
 
@@ -193,7 +181,7 @@ static void test_cpu_host_never_gets_gpu(void) {
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   LC_REQUIRE(g != NULL);
   lc_runtime_set_resources(lc_group_find(g, "lab0"), 1, 0);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   o.master_port = 62200;
   o.worker_ports = "62201-62300";
   o.placement = LC_PLACE_PACK;
@@ -207,7 +195,7 @@ static void test_cpu_host_never_gets_gpu(void) {
                                        "other worker: every slot has one)");
   LC_CHECK_CONTAINS(lc_cluster_log(c), "worker-1 goes to lab2, no GPU (pack)");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
 }
 
@@ -220,7 +208,7 @@ static void test_master_host_excluded(void) {
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   LC_REQUIRE(g != NULL && g1 != NULL);
-  LC_REQUIRE_OK(make_type(&m, &w, remote_master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, remote_master_tmpl, worker_tmpl));
   o.master_host = "lab0";
   o.master_port = 62300;
   o.worker_ports = "62301-62400";
@@ -237,7 +225,7 @@ static void test_master_host_excluded(void) {
                                 "excluded (exclude_master_host) and the group has no other host");
   LC_CHECK(gone("623")); /* the master it had started is gone */
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
   lc_group_free(g1);
 }
@@ -268,7 +256,7 @@ static void test_place_hook(void) {
   placing p;
   LC_REQUIRE(g != NULL);
   lc_runtime_set_resources(lc_group_find(g, "lab1"), 4, 0);
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   memset(&p, 0, sizeof(p));
   p.own = *w;
   p.own.version = LC_WORKER_LAUNCHER_VERSION;
@@ -288,7 +276,7 @@ static void test_place_hook(void) {
   LC_CHECK(lc_cluster_worker_count(c) == 2);
   lc_cluster_free(c);
   LC_CHECK(gone("627"));
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
 }
 
@@ -378,9 +366,10 @@ static void test_prepare_hooks(void) {
   exec_on(text, sizeof(text), lc_group_find(g, "lab0"), "rm -f ~/lc-staged-ok");
   exec_on(text, sizeof(text), lc_group_find(g, "lab1"), "rm -f ~/lc-staged-ok");
   /* the worker shows what its staging left before it started */
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl,
-                          "cat staged.txt > seen.txt 2>&1; cat ../host-staged.txt >> seen.txt; "
-                          "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
+  LC_REQUIRE_OK(
+      th_command_type(&m, &w, master_tmpl,
+                      "cat staged.txt > seen.txt 2>&1; cat ../host-staged.txt >> seen.txt; "
+                      "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
   staging_init(&s, w, "lc-staged-ok");
   o.master_port = 62400;
   o.worker_ports = "62401-62500";
@@ -403,7 +392,7 @@ static void test_prepare_hooks(void) {
   }
   LC_CHECK_CONTAINS(lc_cluster_log(c), "lab1: prepare_host done in");
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
 }
 
@@ -421,7 +410,7 @@ static void test_prepare_failures(void) {
   LC_REQUIRE(g != NULL);
   exec_on(text, sizeof(text), lc_group_find(g, "lab0"), "rm -f ~/lc-staged-fail");
   exec_on(text, sizeof(text), lc_group_find(g, "lab1"), "rm -f ~/lc-staged-fail");
-  LC_REQUIRE_OK(make_type(&m, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
   staging_init(&s, w, "lc-staged-fail");
   s.fail_worker = 1;
   o.master_port = 62500;
@@ -449,136 +438,73 @@ static void test_prepare_failures(void) {
   LC_CHECK(marker_lines(g, "lab0", s.marker) == 3);
   LC_CHECK(worker_dirs(g) == 2);
   lc_cluster_free(c);
-  free_type(m, w);
+  th_command_type_free(m, w);
   lc_group_free(g);
+}
+
+/* lazyclusterctl to the three hosts' ~/lcbin. */
+static int ship_binary(void) {
+  const char *names[] = {"lab0", "lab1", "lab2", NULL};
+  lc_group *g = group_of(names);
+  int r = th_ship_ctl(g, ctl);
+  lc_group_free(g);
+  return r;
 }
 
 /* ---- lazyclusterctl ------------------------------------------------------------------------- */
 
-/*
- * Runs lazyclusterctl start with args after "start -F CONFIG": until its "ready:" line (then
- * SIGINT) or its end; its stdout and stderr into out. Returns its exit status.
- */
+/* lazyclusterctl start -F CONFIG args..., stopped with SIGINT once ready; its exit status. */
 static int run_start(const char *const *args, char *out, size_t size) {
-  const char *argv[64];
-  int fds[2], st, n = 0;
-  size_t used = 0;
-  ssize_t k;
-  pid_t pid;
-  argv[n++] = ctl;
-  argv[n++] = "start";
-  argv[n++] = "-F";
-  argv[n++] = th_config();
+  const char *argv[64] = {"start", "-F", th_config()};
+  int n = 3;
   for (; *args != NULL && n < 63; args++)
     argv[n++] = *args;
   argv[n] = NULL;
-  if (pipe(fds) < 0)
-    return -1;
-  if ((pid = fork()) == 0) {
-    dup2(fds[1], 1);
-    dup2(fds[1], 2);
-    close(fds[0]);
-    close(fds[1]);
-    execv(ctl, (char *const *)argv);
-    _exit(127);
-  }
-  close(fds[1]);
-  while (used + 1 < size && (k = read(fds[0], out + used, size - used - 1)) > 0) {
-    used += (size_t)k;
-    out[used] = '\0';
-    if (strstr(out, "ready: ") != NULL)
-      kill(pid, SIGINT);
-  }
-  out[used] = '\0';
-  close(fds[0]);
-  if (waitpid(pid, &st, 0) != pid)
-    return -1;
-  fprintf(stderr, "  | %s", out);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return th_run_ctl(ctl, argv, 1, out, size);
+}
+
+/* run_start of n workers over the inventory inv with the master's command master, the test's
+ * worker template and ports, and extra flags (NULL-terminated). */
+static int run_placed(const char *inv, const char *n, const char *master, const char *const *extra,
+                      char *out, size_t size) {
+  const char *args[32] = {"--inventory",   inv,     "--workers",    n,
+                          "--master-port", "62600", "--ports",      "62601-62700",
+                          "--master-cmd",  master,  "--worker-cmd", worker_tmpl};
+  int k = 12;
+  for (; *extra != NULL && k < 31; extra++)
+    args[k++] = *extra;
+  args[k] = NULL;
+  return run_start(args, out, size);
 }
 
 /* GPUs declared in an inventory; the placement flags, their defaults and their bad values. */
 static void test_cli_placement(void) {
+  static const char *const none[] = {NULL};
+  static const char *const pack_cap3[] = {"--placement", "pack", "--max-workers-per-host", "3",
+                                          NULL};
+  static const char *const off_master[] = {"--master-host", "lab0", "--no-worker-on-master-host",
+                                           NULL};
+  static const char *const cap4[] = {"--max-workers-per-host", "4", NULL};
   char inv[4200], out[16384];
   FILE *f;
   snprintf(inv, sizeof(inv), "%s/place-inventory", th_dir());
   LC_REQUIRE((f = fopen(inv, "w")) != NULL);
   fprintf(f, "lab0 gpus=8\nlab1 gpus=8\n");
   fclose(f);
-  {
-    const char *args[] = {
-        "--inventory", inv,           "--workers",    "4",         "--master-port", "62600",
-        "--ports",     "62601-62700", "--master-cmd", master_tmpl, "--worker-cmd",  worker_tmpl,
-        NULL};
-    LC_CHECK(run_start(args, out, sizeof(out)) == 0);
-    LC_CHECK_CONTAINS(out, "worker-0   localhost:");
-    LC_CHECK(strstr(out, " on lab0 gpu 0\nworker-1 ") != NULL);
-    LC_CHECK(strstr(out, " on lab1 gpu 0\nworker-2 ") != NULL);
-    LC_CHECK(strstr(out, " on lab0 gpu 1\nworker-3 ") != NULL);
-    LC_CHECK(strstr(out, " on lab1 gpu 1\nready:") != NULL);
-  }
-  {
-    const char *args[] = {"--inventory",
-                          inv,
-                          "--workers",
-                          "4",
-                          "--master-port",
-                          "62600",
-                          "--ports",
-                          "62601-62700",
-                          "--master-cmd",
-                          master_tmpl,
-                          "--worker-cmd",
-                          worker_tmpl,
-                          "--placement",
-                          "pack",
-                          "--max-workers-per-host",
-                          "3",
-                          NULL};
-    LC_CHECK(run_start(args, out, sizeof(out)) == 0);
-    LC_CHECK(strstr(out, " on lab0 gpu 2\nworker-3 ") != NULL);
-    LC_CHECK(strstr(out, " on lab1 gpu 0\nready:") != NULL);
-  }
-  {
-    const char *args[] = {"--inventory",
-                          inv,
-                          "--workers",
-                          "2",
-                          "--master-host",
-                          "lab0",
-                          "--master-port",
-                          "62600",
-                          "--ports",
-                          "62601-62700",
-                          "--master-cmd",
-                          remote_master_tmpl,
-                          "--worker-cmd",
-                          worker_tmpl,
-                          "--no-worker-on-master-host",
-                          NULL};
-    LC_CHECK(run_start(args, out, sizeof(out)) == 0);
-    LC_CHECK(strstr(out, " on lab1 gpu 0\nworker-1 ") != NULL);
-    LC_CHECK(strstr(out, " on lab1 gpu 1\nready:") != NULL);
-  }
-  {
-    const char *args[] = {"--inventory",
-                          inv,
-                          "--workers",
-                          "9",
-                          "--master-port",
-                          "62600",
-                          "--ports",
-                          "62601-62700",
-                          "--master-cmd",
-                          master_tmpl,
-                          "--worker-cmd",
-                          worker_tmpl,
-                          "--max-workers-per-host",
-                          "4",
-                          NULL};
-    LC_CHECK(run_start(args, out, sizeof(out)) == 1);
-    LC_CHECK_CONTAINS(out, "no host may take worker 8: every host has the cap of 4 workers");
-  }
+  LC_CHECK(run_placed(inv, "4", master_tmpl, none, out, sizeof(out)) == 0);
+  LC_CHECK_CONTAINS(out, "worker-0   localhost:");
+  LC_CHECK(strstr(out, " on lab0 gpu 0\nworker-1 ") != NULL);
+  LC_CHECK(strstr(out, " on lab1 gpu 0\nworker-2 ") != NULL);
+  LC_CHECK(strstr(out, " on lab0 gpu 1\nworker-3 ") != NULL);
+  LC_CHECK(strstr(out, " on lab1 gpu 1\nready:") != NULL);
+  LC_CHECK(run_placed(inv, "4", master_tmpl, pack_cap3, out, sizeof(out)) == 0);
+  LC_CHECK(strstr(out, " on lab0 gpu 2\nworker-3 ") != NULL);
+  LC_CHECK(strstr(out, " on lab1 gpu 0\nready:") != NULL);
+  LC_CHECK(run_placed(inv, "2", remote_master_tmpl, off_master, out, sizeof(out)) == 0);
+  LC_CHECK(strstr(out, " on lab1 gpu 0\nworker-1 ") != NULL);
+  LC_CHECK(strstr(out, " on lab1 gpu 1\nready:") != NULL);
+  LC_CHECK(run_placed(inv, "9", master_tmpl, cap4, out, sizeof(out)) == 1);
+  LC_CHECK_CONTAINS(out, "no host may take worker 8: every host has the cap of 4 workers");
   {
     const char *args[] = {"--workers", "1", "--placement", "round-robin", NULL};
     LC_CHECK(run_start(args, out, sizeof(out)) == 2);
@@ -599,22 +525,6 @@ static void test_cli_placement(void) {
   }
   LC_CHECK(gone("626"));
   unlink(inv);
-}
-
-/* Sends lazyclusterctl to ~/lcbin on each test host. */
-static int ship_binary(void) {
-  const char *names[] = {"lab0", "lab1", "lab2", NULL};
-  lc_group *g = group_of(names);
-  lc_exec_result res;
-  int r = g != NULL ? 0 : -1;
-  for (size_t i = 0; g != NULL && r == 0 && i < lc_group_count(g); i++) {
-    lc_runtime *rt = lc_group_at(g, i);
-    if (lc_runtime_exec(&res, rt, "mkdir -p ~/lcbin", NULL) < 0 ||
-        lc_runtime_send_file(rt, ctl, "~/lcbin/lazyclusterctl", 60000) < 0)
-      r = -1;
-  }
-  lc_group_free(g);
-  return r;
 }
 
 int main(int argc, char **argv) {
