@@ -59,15 +59,14 @@ static int worker_ready(lc_cluster *c, lc__worker *w) {
   } else {
     r = lc_ports_wait_listening(w->rt, w->info.port, w->proc, c->opts.worker_timeout_ms);
   }
-  lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
+  if (r != LC_EREMOTE && r != -ETIMEDOUT)
+    return r;
+  lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg)); /* only for a message */
   if (r == LC_EREMOTE)
     return lc__error_set(r, "%s failed to restart: %s", w->out->tag, msg);
-  if (r == -ETIMEDOUT) {
-    lc__cluster_limit_text(c, 0, limit, sizeof(limit));
-    return lc__error_set(r, "%s did not listen on port %d within %s after its restart: %s",
-                         w->out->tag, w->info.port, limit, msg);
-  }
-  return r;
+  lc__cluster_limit_text(c, 0, limit, sizeof(limit));
+  return lc__error_set(r, "%s did not listen on port %d within %s after its restart: %s",
+                       w->out->tag, w->info.port, limit, msg);
 }
 
 int lc_cluster_worker_restart(lc_cluster *c, size_t i) {
