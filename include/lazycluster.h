@@ -15,6 +15,7 @@
 #include "lazycluster/group.h"
 #include "lazycluster/manager.h"
 #include "lazycluster/cluster.h"
+#include "lazycluster/control.h"
 #include "lazycluster/hostinfo.h"
 #include "lazycluster/inventory.h"
 #include "lazycluster/ports.h"

@@ -89,7 +89,7 @@ typedef struct lc_slot {
   int workers;      /**< workers of the cluster on this slot already */
 } lc_slot;
 
-#define LC_MASTER_LAUNCHER_VERSION 3
+#define LC_MASTER_LAUNCHER_VERSION 4
 
 typedef struct lc_master_launcher lc_master_launcher;
 
@@ -115,9 +115,15 @@ struct lc_master_launcher {
    * lc_cluster_counter_add, wait with lc_cluster_counter_wait. Must not block. */
   void (*on_line)(lc_master_launcher *self, lc_cluster *cluster, const char *line, size_t len,
                   lc_stream stream);
+  /* version 4 */
+  /** Non-zero: when the master ends on its own, the cluster starts it again on the same host and
+   * port (its tunnels stay), under the restart policy of lc_cluster_options (restart,
+   * max_restarts, backoff), and the workers stay; for a master whose workers reconnect by
+   * themselves. 0 (the default): the master's end is the cluster's end (lc_cluster_wait). */
+  int restartable;
 };
 
-#define LC_WORKER_LAUNCHER_VERSION 4
+#define LC_WORKER_LAUNCHER_VERSION 5
 
 #define LC_WORKER_MESH 1 /**< lc_worker_launcher.mesh: each worker's port on every host */
 #define LC_WORKER_HERE 2 /**< lc_worker_launcher.mesh: each worker's port on this machine */
@@ -186,6 +192,14 @@ struct lc_worker_launcher {
    * WORKER_UP events went out): the type's last word (print an address, submit a warm-up job).
    * An error fails the start, and what it started is stopped again. */
   int (*after_start)(lc_worker_launcher *self, lc_cluster *cluster, size_t first, size_t n);
+  /* version 5 */
+  /** Optional: the type's graceful way to let workers go before lc_cluster_scale stops them (Dask:
+   * the scheduler retires them, so their data moves to the others first). workers are the
+   * indices, n of them; blocks at most timeout_ms. Whatever it returns, the cluster then stops
+   * those workers (a worker that ended by itself meanwhile is not reported as a failure); an
+   * error is logged with its detail. NULL: they are stopped at once. */
+  int (*retire)(lc_worker_launcher *self, lc_cluster *cluster, const size_t *workers, size_t n,
+                int timeout_ms);
 };
 
 /** Output of every process of the cluster (options version 1 to 3): tag is "HOST master" or
@@ -204,6 +218,19 @@ typedef enum lc_cluster_event {
   LC_CLUSTER_WORKER_UP = 2,   /**< worker index is ready */
   LC_CLUSTER_MASTER_DOWN = 3, /**< the master's process ended on its own (not stopped by us) */
   LC_CLUSTER_WORKER_DOWN = 4, /**< worker index's process ended on its own */
+  /* Options version 5 and later only (an older caller's switch never sees these): */
+  LC_CLUSTER_WORKER_RESTARTED = 5, /**< worker index was started again (restart policy) and is
+                                    * ready */
+  LC_CLUSTER_WORKER_FAILED = 6,    /**< worker index is given up: it ended and the policy says no
+                                    * more (never, on-failure with status 0, or max_restarts) */
+  LC_CLUSTER_HOST_LOST = 7,        /**< host index (its position in the group) stopped answering;
+                                    * its workers moved (WORKER_MOVED) or wait for it */
+  LC_CLUSTER_HOST_BACK = 8,        /**< host index answers again; its tunnels are back and its
+                                    * waiting workers start again */
+  LC_CLUSTER_WORKER_MOVED = 9,     /**< worker index runs on another host now (a lost host's) */
+  LC_CLUSTER_MASTER_RESTARTED = 10, /**< the master (index -1) was started again (restartable) */
+  LC_CLUSTER_EXPIRED = 11,          /**< the cluster's ttl is up (index -1) */
+  LC_CLUSTER_WORKER_REMOVED = 12,   /**< worker index was stopped by lc_cluster_scale */
 } lc_cluster_event;
 
 /** Called on the thread in a call of this cluster: UP events during the start that made the
@@ -213,7 +240,7 @@ typedef enum lc_cluster_event {
 typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event, int index,
                                     void *payload);
 
-#define LC_CLUSTER_OPTIONS_VERSION 4
+#define LC_CLUSTER_OPTIONS_VERSION 5
 
 /** The library's start limits, for a type that states none. */
 #define LC_CLUSTER_MASTER_TIMEOUT_MS 3000
@@ -261,7 +288,44 @@ typedef struct lc_cluster_options {
   int max_workers_per_host;
   /** Non-zero: no worker goes to the master's host (-ENOSPC when no other host is left). */
   int exclude_master_host;
+  /* version 5: repair (done by lc_cluster_wait) and time limit */
+  /** What happens when a worker ends on its own: lc_restart_policy; 0 is
+   * LC_RESTART_ON_FAILURE. With options version 1-4 the policy is LC_RESTART_NEVER (what those
+   * callers got). */
+  int restart;
+  /** At most this many restarts of one worker within restart_window_ms; one more end gives it up
+   * (WORKER_FAILED). 0: 5; negative: no limit. */
+  int max_restarts;
+  /** The window of max_restarts in ms; 0: 10 minutes. */
+  int restart_window_ms;
+  /** The wait before a worker's first restart in ms, doubled at each further restart within the
+   * window, at most 60 s; 0: 1000 ms; negative: no wait. */
+  int restart_backoff_ms;
+  /** What workers of a lost host do: lc_host_loss; 0 is LC_HOST_LOSS_MOVE. */
+  int host_loss;
+  /** The cluster's time to live in ms from the end of lc_cluster_start; 0: no limit. When it is
+   * up, lc_cluster_wait returns -ETIME (after the EXPIRED event); the caller frees the cluster. */
+  long long ttl_ms;
 } lc_cluster_options;
+
+/** lc_cluster_options.restart: what happens when a worker's process ends on its own. */
+typedef enum lc_restart_policy {
+  LC_RESTART_ON_FAILURE = 0, /**< the default: again when it failed (non-zero status, a signal,
+                              * its host lost), not when it exited with status 0 */
+  LC_RESTART_NEVER = 1,      /**< never: its end is reported (WORKER_FAILED) */
+  LC_RESTART_ALWAYS = 2,     /**< again whatever its status */
+} lc_restart_policy;
+
+/** lc_cluster_options.host_loss: where a lost host's workers go. */
+typedef enum lc_host_loss {
+  /** The default: each to a free slot (one no worker of the cluster uses) of another host that
+   * answers, keeping its index and GPU count, its port when that is free there, else a new one
+   * (its context then names the new host and port; the other workers' context is not rewritten);
+   * a worker that finds no free slot waits for its host. */
+  LC_HOST_LOSS_MOVE = 0,
+  /** Every worker waits for its host and starts there again when it answers. */
+  LC_HOST_LOSS_WAIT = 1,
+} lc_host_loss;
 
 #define LC_CLUSTER_OPTIONS_INIT                                                                    \
   { .version = LC_CLUSTER_OPTIONS_VERSION }
@@ -301,13 +365,86 @@ LC_EXTERN int lc_cluster_start_master(lc_cluster *c);
 LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
 
 /**
- * Waits up to timeout_ms (negative: forever) for a process of the cluster to end on its own, and
- * reports each such end once: LC_EREMOTE naming it ("lab3 worker-2 ended: it exited with status
- * 1", with its last stderr lines), after its MASTER_DOWN / WORKER_DOWN event. A process stopped
- * by lc_cluster_worker_stop is not reported. Returns -ETIMEDOUT while the rest run, -EINVAL when
- * nothing runs any more.
+ * Holds the cluster for up to timeout_ms (negative: forever; 0: one look) and repairs it: the
+ * caller of a long-lived cluster calls it in a loop (the blocking launcher methods of a restart
+ * run in it).
+ *
+ * A worker that ends on its own gets WORKER_DOWN, then, as the restart policy says, is started
+ * again after its backoff (WORKER_RESTARTED once it is ready) or given up (WORKER_FAILED). A
+ * host that stops answering gets HOST_LOST and its workers move or wait (lc_host_loss); when it
+ * answers again, HOST_BACK and they start there again. These are not errors: the wait goes on.
+ *
+ * Returns -ETIMEDOUT when the time passed (the cluster may be whole or under repair);
+ * LC_EREMOTE once per end that is the caller's to handle: the master ended (and is not
+ * restartable, or was given up: the detail names its exit status and last stderr lines; the
+ * cluster has failed, free it), or a worker given up ("lab3 worker-2 ended: it exited with status
+ * 1" with its last stderr lines; the rest run on); -ETIME when the ttl is up; -EINVAL when
+ * nothing runs any more. A process stopped by lc_cluster_worker_stop or lc_cluster_scale is not
+ * reported.
+ *
+ * With options of version 1-4 the policy is LC_RESTART_NEVER: every end is reported as before.
  */
 LC_EXTERN int lc_cluster_wait(lc_cluster *c, int timeout_ms);
+
+/**
+ * Sets the number of workers to n: more are started as lc_cluster_start_workers starts them;
+ * fewer stop the highest indices (after the worker launcher's retire, if it has one) and remove
+ * them: their ports, tunnels and directories go, and the next workers added take those indices
+ * again (WORKER_REMOVED each). Counts every worker that is not removed (running, restarting or
+ * waiting for its host). Returns 0, -EINVAL (n < 0), the errors of lc_cluster_start_workers.
+ */
+LC_EXTERN int lc_cluster_scale(lc_cluster *c, int n);
+
+/** Milliseconds until the ttl is up (0 when it is), or -1 without a ttl. */
+LC_EXTERN long long lc_cluster_time_left_ms(const lc_cluster *c);
+
+/** What a worker is doing, for lc_worker_status.state. */
+typedef enum lc_worker_state {
+  LC_WORKER_STARTING = 1,  /**< its process runs, not ready yet */
+  LC_WORKER_RUNNING = 2,   /**< ready */
+  LC_WORKER_BACKOFF = 3,   /**< ended; starts again when its backoff is over */
+  LC_WORKER_WAITING = 4,   /**< its host is lost and it found no other: waits for the host */
+  LC_WORKER_STOPPED = 5,   /**< stopped by lc_cluster_worker_stop */
+  LC_WORKER_FAILED = 6,    /**< ended and given up (or ended with status 0 under on-failure) */
+} lc_worker_state;
+
+#define LC_WORKER_STATUS_VERSION 1
+
+/** A worker as lc_cluster_worker_status tells it. Strings borrowed as lc_cluster_worker's. */
+typedef struct lc_worker_status {
+  unsigned int version; /**< set by the caller: LC_WORKER_STATUS_VERSION */
+  int state;            /**< lc_worker_state */
+  const char *host;     /**< where it runs (or last ran / waits) */
+  int port, gpu;        /**< as lc_worker_info */
+  long pid;             /**< its process on its host (lc_process_pid), 0 when none or unknown */
+  int restarts;         /**< times it was started again, over the cluster's life */
+  long long started_ms; /**< when its current process started (ms since the Unix epoch), or 0 */
+  /** Its last end, when it ended at least once: exit status, or the signal (0 when it exited). */
+  int ended, last_status, last_signal;
+  /** How its last end was worded ("it was ended by signal 9", "its host lab2 was lost"), or "". */
+  const char *last_end;
+} lc_worker_status;
+
+/** Fills *out (out->version set by the caller) for worker i. Returns 0, -ENOENT, -EINVAL. */
+LC_EXTERN int lc_cluster_worker_status(const lc_cluster *c, size_t i, lc_worker_status *out);
+
+#define LC_HOST_STATUS_VERSION 1
+
+/** A host of the cluster's group as the cluster sees it. */
+typedef struct lc_host_status {
+  unsigned int version; /**< set by the caller: LC_HOST_STATUS_VERSION */
+  const char *name;     /**< borrowed, as lc_runtime_name */
+  int connected;        /**< it answers now */
+  int reconnecting;     /**< lost, and the runtime tries to come back */
+  long long lost_ms;    /**< since when it is lost (ms since the Unix epoch), or 0 */
+  int workers;          /**< workers of the cluster placed there now */
+} lc_host_status;
+
+/** Fills *out for host i (position in the group). Returns 0, -ENOENT, -EINVAL. */
+LC_EXTERN int lc_cluster_host_status(const lc_cluster *c, size_t i, lc_host_status *out);
+
+/** Restarts of the master so far (a restartable master), else 0. */
+LC_EXTERN int lc_cluster_master_restarts(const lc_cluster *c);
 
 /* ---- one worker ----------------------------------------------------------------------------- */
 

@@ -159,6 +159,10 @@ LC_EXTERN int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *com
  */
 LC_EXTERN int lc_process_wait(lc_exec_result *out, lc_process *proc, int timeout_ms);
 
+/** The process's pid on its host: the process group leader its lifeline started (the command's
+ * shell, or the command itself after an exec), 0 while not known yet or without a lifeline. */
+LC_EXTERN long lc_process_pid(const lc_process *proc);
+
 /** Asks the lifeline to end the process group (SIGTERM, grace period, SIGKILL). Returns at once. */
 LC_EXTERN int lc_process_stop(lc_process *proc);
 

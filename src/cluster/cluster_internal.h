@@ -48,6 +48,14 @@ typedef struct lc__worker {
   int ready;
   int stopped;  /* by lc_cluster_worker_stop (proc is NULL): no report, no DOWN event */
   int reported; /* its end was reported by lc_cluster_wait (after WORKER_DOWN) */
+  /* repair (repair.c, hosts.c): */
+  int state;              /* lc_worker_state */
+  int restarts;           /* over the cluster's life */
+  long long restart_at[8]; /* ms (monotonic) of its latest restarts, a ring for max_restarts */
+  long long next_start;   /* monotonic ms: when a BACKOFF or WAITING worker may start again */
+  long long started_ms;   /* wall-clock ms of its current process's start, or 0 */
+  int ended, last_status, last_signal; /* its last end */
+  char last_end[256];     /* how that end was worded */
 } lc__worker;
 
 /* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),
@@ -204,6 +212,21 @@ int lc__workers_stage(lc_cluster *c, lc__wstart *st);
 /* Undoes lc__workers_stage: removes st's workers' directories (their processes have ended) and
  * forgets the hosts it prepared. Keeps the error detail. */
 void lc__workers_unstage(lc_cluster *c, lc__wstart *st);
+
+/* ---- repair.c: lc_cluster_wait's repair (restart policy, backoff, master end, ttl) ---- */
+/* Monotonic and wall-clock ms. */
+long long lc__now_ms(void);
+long long lc__wall_ms(void);
+
+/* ---- hosts.c: lost hosts and their workers ---- */
+/* One look at the hosts, from lc_cluster_wait: a host that stopped answering is marked lost
+ * (HOST_LOST) and its workers moved or parked (WAITING); a lost host that answers again is back
+ * (HOST_BACK): its directory and staging are made again and its waiting workers started. Returns
+ * 0 or an error for lc_cluster_wait to report. */
+int lc__hosts_tick(lc_cluster *c);
+/* Non-zero when worker w's end is its host's loss (hosts.c takes it: moved or WAITING), so the
+ * restart policy does not count it. */
+int lc__hosts_took(lc_cluster *c, lc__worker *w);
 
 /* ---- readiness.c ---- */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);
