@@ -51,8 +51,8 @@ typedef struct lc__worker {
   /* repair (repair.c, hosts.c): */
   int state;              /* lc_worker_state */
   int restarts;           /* over the cluster's life */
-  long long restart_at[8]; /* ms (monotonic) of its latest restarts, a ring for max_restarts */
-  long long next_start;   /* monotonic ms: when a BACKOFF or WAITING worker may start again */
+  uint64_t restart_at[8];  /* lc__now_ms of its latest restarts, a ring for max_restarts */
+  uint64_t next_start;     /* lc__now_ms: when a BACKOFF or WAITING worker may start again */
   long long started_ms;   /* wall-clock ms of its current process's start, or 0 */
   int ended, last_status, last_signal; /* its last end */
   char last_end[256];     /* how that end was worded */
@@ -214,8 +214,7 @@ int lc__workers_stage(lc_cluster *c, lc__wstart *st);
 void lc__workers_unstage(lc_cluster *c, lc__wstart *st);
 
 /* ---- repair.c: lc_cluster_wait's repair (restart policy, backoff, master end, ttl) ---- */
-/* Monotonic and wall-clock ms. */
-long long lc__now_ms(void);
+/* Wall-clock ms since the Unix epoch (lc__now_ms, in internal.h, is monotonic). */
 long long lc__wall_ms(void);
 
 /* ---- hosts.c: lost hosts and their workers ---- */
