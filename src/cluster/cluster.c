@@ -37,8 +37,10 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL && opts->version >= 4)
+  if (opts != NULL && opts->version >= 5)
     c->opts = *opts;
+  else if (opts != NULL && opts->version == 4) /* version 4 ends with exclude_master_host */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, restart));
   else if (opts != NULL && opts->version == 3) /* version 3 ends with worker_timeout_option */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_output));
   else if (opts != NULL && opts->version == 2) /* version 2 ends with on_event */
