@@ -185,6 +185,21 @@ static void test_status_of_a_live_cluster(void) {
   }
   LC_CHECK(count_procs("^[^ ]*lazyclusterctl serve 624") == 4);
 
+  /* scale through the socket: the reply comes once it is done */
+  a = (asker){.state = state, .name = "live", .request = "scale 1"};
+  LC_CHECK(serve_ask(ctl, &a, &t) == 0);
+  LC_CHECK(a.rc == 0);
+  LC_CHECK_STR(a.reply, "scaled to 1 workers\n");
+  free(a.reply);
+  LC_CHECK(lc_cluster_worker_count(c) == 1);
+  a = (asker){.state = state, .name = "live", .request = "summary json"};
+  LC_CHECK(serve_ask(ctl, &a, &t) == 0);
+  LC_CHECK(a.rc == 0 && a.reply && strstr(a.reply, "\"workers_up\":1,\"workers_wanted\":1,"));
+  free(a.reply);
+  for (int i = 0; i < 100 && count_procs("^[^ ]*lazyclusterctl serve 624") != 2; i++)
+    usleep(100000);
+  LC_CHECK(count_procs("^[^ ]*lazyclusterctl serve 624") == 2);
+
   /* stop through the socket: the cluster goes, then the answer comes */
   a = (asker){.state = state, .name = "live", .request = "stop"};
   LC_CHECK(serve_ask(ctl, &a, &t) == LC_CONTROL_STOP);
