@@ -289,7 +289,29 @@ static void proc_unref(lc_process *p) {
   free(p);
 }
 
+#define PID_LEN (sizeof(LC__COMMAND_PID) - 1)
+
+/* A lifeline's first stdout line: when it is the pid line (command.c), its pid is kept and the
+ * line goes to no one; 1 then, else 0. */
+static int take_pid(lc_process *p, const char *line, size_t len) {
+  long pid = 0;
+  size_t i = PID_LEN;
+  p->pid_looked = 1;
+  if (len <= PID_LEN || memcmp(line, LC__COMMAND_PID, PID_LEN) != 0)
+    return 0;
+  for (; i < len && line[i] >= '0' && line[i] <= '9' && pid < 100000000L; i++)
+    pid = pid * 10 + (line[i] - '0');
+  if (i != len)
+    return 0;
+  lc__engine_lock(p->engine);
+  p->pid = pid;
+  lc__engine_unlock(p->engine);
+  return 1;
+}
+
 static void deliver_line(lc_process *p, lc_stream stream, const char *line, size_t len) {
+  if (stream == LC_STDOUT && p->lifeline && !p->pid_looked && take_pid(p, line, len))
+    return;
   if (stream == LC_STDERR) {
     lc__buf *t = &p->err_tail;
     lc__buf_append(t, line, len < 512 ? len : 512);
@@ -650,6 +672,16 @@ int lc_process_wait(lc_exec_result *out, lc_process *p, int timeout_ms) {
   if (r < 0)
     return lc__err_raise(&p->err);
   return 0;
+}
+
+long lc_process_pid(const lc_process *p) {
+  long pid;
+  if (p == NULL)
+    return 0;
+  lc__engine_lock(p->engine);
+  pid = p->pid;
+  lc__engine_unlock(p->engine);
+  return pid;
 }
 
 int lc_process_stop(lc_process *p) {

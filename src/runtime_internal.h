@@ -77,6 +77,8 @@ struct lc_process {
   lc_exec_result result;
   int finished;        /* [lock]: closed, no more output */
   lc__err err;         /* why it failed to run, when it did */
+  long pid;            /* [lock]: the group leader's pid on its host (lifeline), or 0 */
+  int pid_looked;      /* [engine]: the first stdout line was looked at for the pid */
   uint64_t started_ms; /* [engine]: when it was launched */
   /* [made] then [engine]: runs on the engine thread once finished (internal users such as
    * groups) */
@@ -199,12 +201,10 @@ size_t lc__exec_options_size(const lc_exec_options *opts);
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
 /* setup (NULL for none): sh text run before the command, after its cwd and environment, in the
  * process that then runs it; it travels with the script, never in a command line. */
-int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
-                 const lc_exec_options *opts, int lifeline, const char *setup,
-                 const char *cleanup);
+int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
+                 int lifeline, const char *setup, const char *cleanup);
 int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
-                 const char *remote, const void *data, size_t len, unsigned int mode,
-                 lc__err *err);
+                 const char *remote, const void *data, size_t len, unsigned int mode, lc__err *err);
 /* Any thread, after p finished: checks how a transfer went and completes it locally. */
 int lc__xfer_finish(lc_process *p, int code, lc__err *err);
 /* Engine thread: starts p; on_finish (when set) runs when it ends. 0 or LC_ECLOSED. */
@@ -276,6 +276,10 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
  * rc files' (dropped), and stdin past the script is held back until it arrives on stdout. */
 #define LC__COMMAND_MARK "\036lc\n"
 #define LC__COMMAND_MARK_SH "\\036lc\\n" /* the same, for sh's printf */
+/* The first line a lifeline writes on stdout after the mark: the pid of the command's process
+ * group leader (lc_process_pid), taken by runtime.c and never given to a line callback. */
+#define LC__COMMAND_PID "\036lc-pid "
+#define LC__COMMAND_PID_SH "\\036lc-pid " /* the same, for sh's printf */
 /* line: what the login shell runs (`exec /bin/sh -s lc-lifeline HOST LABEL`), the same in every
  * shell and free of values; script: what goes first into stdin. heartbeat_s < 0: no lifeline;
  * cleanup (NULL for none) runs after a lifeline ends its group. */
