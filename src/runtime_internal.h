@@ -182,6 +182,8 @@ struct lc_runtime {
   lc_runtime *jump;
   /* [engine]: live forwards; the backend brings them back after a reconnect */
   lc_forward *forwards;
+  /* [atomic]: reconnect after a loss even without forwards (a cluster's hosts) */
+  int keep_connected;
   /* [engine]: the callback of lc__runtime_connect_async */
   void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg);
   void *on_connected_arg; /* [engine] */
@@ -304,6 +306,14 @@ int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *comman
  * so that many hosts make theirs at once. 0 when started or already there. Any thread but the
  * engine's. */
 int lc__runtime_workdir_begin(lc_runtime *rt);
+/* After a lost connection (whose keeper's lifeline removed the working directory on the host):
+ * makes the same directory again, with a new keeper. 0 when it is there again or was never
+ * made. Any thread but the engine's. */
+int lc__runtime_workdir_renew(lc_runtime *rt);
+/* The backend brings rt back after a lost connection, forwards or not (any thread). */
+void lc__runtime_keep_connected(lc_runtime *rt);
+/* Whether the backend tries to bring rt back after a loss (any thread). */
+int lc__runtime_keeps_connected(const lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
 int lc__signal_from_name(const char *name);
