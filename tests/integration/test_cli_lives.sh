@@ -46,9 +46,9 @@ is_json() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/
 show() { sed "s/^/  $1: /" "$2" >&2; }
 # The command type with this run's token in every command line, so that its processes (and their
 # lifelines) can be counted on every host: the master answers "m-TAG-TOKEN", worker N "wN-TAG-...".
-cmds() { # TAG
-  echo --master-cmd "exec $ctl serve {master_port} m-$1-$token" \
-    --worker-cmd "exec $ctl serve {worker_port} w{worker_index}-$1-$token"
+cmds() { # TAG: sets cmd, the options
+  cmd=(--master-cmd "exec $ctl serve {master_port} m-$1-$token"
+    --worker-cmd "exec $ctl serve {worker_port} w{worker_index}-$1-$token")
 }
 # Processes of this run (TAG: of one cluster) on host I / here.
 host_procs() { # I [TAG]
@@ -76,8 +76,8 @@ nothing_left() {
 # Starts a detached cluster NAME (TAG = NAME) with ARGS...; sets rc, and sup (its supervisor).
 detached() { # NAME ARGS...
   local name=$1; shift
-  # shellcheck disable=SC2046
-  "$ctl" start --detach --name "$name" $(cmds "$name") "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  cmds "$name"
+  "$ctl" start --detach --name "$name" "${cmd[@]}" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
   rc=$?
   sup=$("$ctl" status "$name" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
 }
@@ -233,15 +233,14 @@ done
 check "t: nothing left here" all '[ "$(local_procs t)" -eq 0 ]' '[ ! -e "$state/t" ]'
 
 # ---- run -- sh -c 'exit 7' ---------------------------------------------------------------------
-# shellcheck disable=SC2046
-"$ctl" run -F "$cfg" --hosts lab1 --workers 1 $(cmds r) -- sh -c 'echo "$LAZYCLUSTER_NAME $LAZYCLUSTER_MASTER_ADDR:$LAZYCLUSTER_MASTER_PORT"; exit 7' >"$tmp/run.out" 2>"$tmp/run.err"; rc=$?
+cmds r
+"$ctl" run -F "$cfg" --hosts lab1 --workers 1 "${cmd[@]}" -- sh -c 'echo "$LAZYCLUSTER_NAME $LAZYCLUSTER_MASTER_ADDR:$LAZYCLUSTER_MASTER_PORT"; exit 7' >"$tmp/run.out" 2>"$tmp/run.err"; rc=$?
 check "run -- sh -c 'exit 7' exits 7" [ "$rc" -eq 7 ] || show err "$tmp/run.err"
 check "the driver had the cluster's context" grep -qE "^lc-[a-z0-9-]+ localhost:[0-9]+$" "$tmp/run.out" || show out "$tmp/run.out"
 check "run: nothing left on lab1" wait_for 10 [ "$(host_procs 1 r)" -eq 0 ]
 check "run: no working directory on lab1" [ -z "$(host_dirs 1)" ]
 check "run: nothing left here, no state entry" all '[ "$(local_procs r)" -eq 0 ]' '[ -z "$(ls -A "$state")" ]'
-# shellcheck disable=SC2046
-"$ctl" run --workers 1 $(cmds r) -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
+"$ctl" run --workers 1 "${cmd[@]}" -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
 check "run: a driver ended by SIGTERM gives 143" [ "$rc" -eq 143 ]
 
 # ---- the control socket refuses another user ---------------------------------------------------
@@ -262,17 +261,17 @@ s.connect(sys.argv[1])
 s.sendall(b"status\n")
 print(s.recv(4096).decode(errors="replace"))' "$state/c/control.sock" >"$tmp/o" 2>"$tmp/e"
 check "the supervisor answers nobody no status" eval "! grep -q 'running' '$tmp/o'"
-check "the supervisor logged the refusal of uid $(id -u nobody)" \
-  wait_for 5 eval "'$ctl' logs c | grep -q 'refused a connection from uid $(id -u nobody)'"
 chmod 600 "$state/c/control.sock"
 chmod 700 "$state" "$state/c" "$XDG_RUNTIME_DIR"
+check "the supervisor logged the refusal of uid $(id -u nobody)" \
+  wait_for 5 eval "'$ctl' logs c | grep -q 'refused a connection from uid $(id -u nobody)'"
 "$ctl" stop c >/dev/null 2>&1
 check "c stops" wait_for 10 eval "! kill -0 $c_sup 2>/dev/null"
 check "c: nothing left here" all '[ "$(local_procs c)" -eq 0 ]' '[ ! -e "$state/c" ]'
 
 # ---- a foreground start, seen and stopped from another shell -----------------------------------
-# shellcheck disable=SC2046
-"$ctl" start --name f "${on2[@]}" --workers 2 $(cmds f) >"$tmp/f.out" 2>"$tmp/f.err" &
+cmds f
+"$ctl" start --name f "${on2[@]}" --workers 2 "${cmd[@]}" >"$tmp/f.out" 2>"$tmp/f.err" &
 f_pid=$!
 check "the foreground start f is ready" wait_for 60 grep -q "^ready:" "$tmp/f.out" || show err "$tmp/f.err"
 "$ctl" status f --json >"$tmp/f.json" 2>&1
