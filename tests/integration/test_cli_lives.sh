@@ -52,22 +52,25 @@ cmds() { # TAG: sets cmd, the options
 }
 # Processes of this run (TAG: of one cluster) on host I / here.
 host_procs() { # I [TAG]
-  "$th" pids "$1" | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done |
+  "$th" pids "$1" | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done |
     grep -c -- "${2:+$2-}$token"
 }
 local_procs() { pgrep -fc -- "${1:+$1-}$token"; }
-# A working directory of lazycluster left on host I for USER (default root).
-host_dirs() { # I [USER]
+# The working directories of lazycluster on host I for USER (default root); with SUPERVISOR_PID,
+# only that cluster's (their names carry its supervisor's pid: NAME-PID.N.RANDOM).
+host_dirs() { # I [USER [SUPERVISOR_PID]]
   local home=/root
   [ -n "${2:-}" ] && home=/home/$2
-  "$th" exec "$1" -- sh -c "ls -A $home/.cache/lazycluster 2>/dev/null"
+  "$th" exec "$1" -- sh -c "ls -A $home/.cache/lazycluster 2>/dev/null" | grep -- "${3:+-$3\.}"
 }
-# nothing_left LABEL TAG SUPERVISOR_PID [USER]: nothing of cluster TAG on lab1, lab2 or here.
+# nothing_left LABEL TAG SUPERVISOR_PID [USER [HOST...]]: nothing of cluster TAG on the hosts
+# numbered HOST (default lab1 and lab2) or here.
 nothing_left() {
-  local label=$1 tag=$2 sup=$3 user=${4:-} i
-  for i in 1 2; do
+  local label=$1 tag=$2 sup=$3 user=${4:-} i hosts="1 2"
+  [ $# -gt 4 ] && { shift 4; hosts="$*"; }
+  for i in $hosts; do
     check "$label: lab$i: no process left" wait_for 20 [ "$(host_procs $i "$tag")" -eq 0 ]
-    check "$label: lab$i: no working directory left" wait_for 10 [ -z "$(host_dirs $i "$user")" ]
+    check "$label: lab$i: no working directory left" wait_for 10 [ -z "$(host_dirs $i "$user" "$sup")" ]
   done
   check "$label: no process left here" wait_for 10 [ "$(local_procs "$tag")" -eq 0 ]
   check "$label: its supervisor is gone" wait_for 10 eval "! kill -0 $sup 2>/dev/null"
@@ -98,16 +101,18 @@ check "scale without --workers is refused (exit 2)" all '[ "$rc" -eq 2 ]' 'grep 
 check "a bad --name is refused (exit 2), the name quoted" all '[ "$rc" -eq 2 ]' 'grep -q "bad/name" "$tmp/e"'
 check "nothing was started by bad input" [ -z "$(ls -A "$state" 2>/dev/null)" ]
 
-# ---- two that run in the background of what follows: a ttl, and a supervisor killed ---------
-detached t -F "$cfg" --hosts lab1 --workers 1 --ttl 20s; t_rc=$rc t_sup=$sup
+# ---- two that run beside what follows, on hosts of their own: t with a ttl (lab3), and k, whose
+# ---- supervisor will be killed (lab4, lab5)
+detached t -F "$cfg" --hosts lab3 --workers 1 --ttl 20s; t_rc=$rc t_sup=$sup
 t_started=$(date +%s)
-check "t (--ttl 20s) starts" [ "$t_rc" -eq 0 ]
-detached k "${on2[@]}" --workers 2; k_sup=$sup
+check "t (--ttl 20s) starts" [ "$t_rc" -eq 0 ] || show err "$tmp/t.err"
+"$ctl" status t --json >"$tmp/t.json" 2>&1
+check "status t shows the time left (0-20 s)" \
+  [ "$(json "$tmp/t.json" '0 < d["time_left_s"] <= 20')" = True ]
+detached k -F "$cfg" --hosts lab4,lab5 --heartbeat 5 --workers 2; k_sup=$sup
 check "k starts" all '[ "$rc" -eq 0 ]' '[ -n "$k_sup" ]'
-check "k runs its workers on lab1 and lab2" \
-  all '[ "$(host_procs 1 k)" -gt 0 ]' '[ "$(host_procs 2 k)" -gt 0 ]'
-kill -9 "$k_sup"
-k_killed=$(date +%s)
+check "k runs its workers on lab4 and lab5" \
+  all '[ "$(host_procs 4 k)" -gt 0 ]' '[ "$(host_procs 5 k)" -gt 0 ]'
 
 # ---- a: start --detach, list, status, env, logs, scale ----------------------------------------
 detached a "${on2[@]}" --workers 2; a_sup=$sup
@@ -190,8 +195,8 @@ check "scale a --workers 3 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
 "$ctl" status a --json >"$tmp/s3.json" 2>&1
 check "a has 3 workers" [ "$(json "$tmp/s3.json" 'len(d["workers"])')" = 3 ]
 serves() { # TAG: serve processes of cluster TAG's workers on lab1 and lab2
-  echo $(($("$th" pids 1 | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token") +
-    $("$th" pids 2 | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token")))
+  echo $(($("$th" pids 1 | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token") +
+    $("$th" pids 2 | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token")))
 }
 check "3 of a's workers run on the hosts" [ "$(serves a)" -eq 3 ]
 "$ctl" scale a --workers 1 >"$tmp/o" 2>"$tmp/e"; rc=$?
@@ -200,37 +205,38 @@ check "scale a --workers 1 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
 check "a has 1 worker" [ "$(json "$tmp/s1.json" 'len(d["workers"])')" = 1 ]
 check "1 of a's workers runs on the hosts" wait_for 10 [ "$(serves a)" -eq 1 ]
 
+# k's supervisor killed (SIGKILL): checked below, after the heartbeat limit
+kill -9 "$k_sup"
+k_killed=$(date +%s)
+
 # stop a and b
 "$ctl" stop a >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "stop a exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
 nothing_left "stop a" a "$a_sup"
 check "b still runs after a's stop" kill -0 "$b_sup"
+"$ctl" logs b -f >"$tmp/follow" 2>&1 &
+follow_pid=$!
+sleep 1
 "$ctl" stop b >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "stop b exits 0" [ "$rc" -eq 0 ]
+check "logs b -f ends by itself once b is gone (within 30 s)" wait_for 30 eval "! kill -0 $follow_pid 2>/dev/null"
+check "logs b -f printed b's output and its stop" \
+  all 'grep -q "w1-b-$token listening on" "$tmp/follow"' 'grep -q "stopping (asked by" "$tmp/follow"'
 nothing_left "stop b" b "$b_sup"
 
-# ---- k: its supervisor was killed (SIGKILL) ----------------------------------------------------
-check "k: nothing on lab1 and lab2 within the heartbeat limit (60 s)" \
-  wait_for $((60 - ($(date +%s) - k_killed))) eval '[ "$(host_procs 1 k)" -eq 0 ] && [ "$(host_procs 2 k)" -eq 0 ]'
-"$ctl" list >"$tmp/list" 2>&1
-check "list shows k as gone" grep -qE "^k +gone " "$tmp/list" || show list "$tmp/list"
-"$ctl" list >"$tmp/list" 2>&1
-check "the next list does not show k at all" eval "! grep -q '^k ' '$tmp/list'"
-nothing_left "SIGKILL of k's supervisor" k "$k_sup"
-
-# ---- t: --ttl 20s ------------------------------------------------------------------------------
+# ---- t: --ttl 20s; k: its supervisor was killed (SIGKILL) ------------------------------------
 check "t stops by itself (--ttl 20s, within 90 s)" \
   wait_for $((90 - ($(date +%s) - t_started))) eval "! kill -0 $t_sup 2>/dev/null"
 check "t ran at least its 20 s" [ $(($(date +%s) - t_started)) -ge 19 ]
+check "k: nothing on lab4 and lab5 within the heartbeat limit (60 s)" \
+  wait_for $((60 - ($(date +%s) - k_killed))) eval '[ "$(host_procs 4 k)" -eq 0 ] && [ "$(host_procs 5 k)" -eq 0 ]'
 "$ctl" list >"$tmp/list" 2>&1
 check "list shows t as ended by its time (expired), once" grep -qE "^t +expired " "$tmp/list" || show list "$tmp/list"
+check "list shows k as gone" grep -qE "^k +gone " "$tmp/list" || show list "$tmp/list"
 "$ctl" list >"$tmp/list" 2>&1
-check "then t is gone from list" eval "! grep -q '^t ' '$tmp/list'"
-for i in 1; do
-  check "t: lab$i: no process left" wait_for 10 [ "$(host_procs $i t)" -eq 0 ]
-  check "t: lab$i: no working directory left" [ -z "$(host_dirs $i)" ]
-done
-check "t: nothing left here" all '[ "$(local_procs t)" -eq 0 ]' '[ ! -e "$state/t" ]'
+check "the next list shows neither t nor k" eval "! grep -qE '^(t|k) ' '$tmp/list'"
+nothing_left "t after its ttl" t "$t_sup" "" 3
+nothing_left "SIGKILL of k's supervisor" k "$k_sup" "" 4 5
 
 # ---- run -- sh -c 'exit 7' ---------------------------------------------------------------------
 cmds r
@@ -291,8 +297,11 @@ check "start --detach on lcfish@lab1,lcfish@lab2 exits 0" [ "$rc" -eq 0 ] || sho
 check "fish: 2 workers running" [ "$(json "$tmp/fish.json" '[w["state"] for w in d["workers"]]')" = "['running', 'running']" ]
 "$ctl" stop fish >/dev/null 2>&1; rc=$?
 check "stop fish exits 0" [ "$rc" -eq 0 ]
-nothing_left "fish" fish "$fish_sup" lcfish
+nothing_left "fish" fish "$fish_sup" lcfish 1 2
 
 check "the state directory is empty at the end" [ -z "$(ls -A "$state")" ]
+for i in 1 2 3 4 5; do
+  check "lab$i: no working directory of lazycluster at the end" [ -z "$(host_dirs $i)" ]
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
