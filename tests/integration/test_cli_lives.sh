@@ -249,6 +249,16 @@ check "run: nothing left here, no state entry" all '[ "$(local_procs r)" -eq 0 ]
 "$ctl" run --workers 1 "${cmd[@]}" -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
 check "run: a driver ended by SIGTERM gives 143" [ "$rc" -eq 143 ]
 
+cmds r
+"$ctl" run --workers 1 "${cmd[@]}" -- sleep 120 >/dev/null 2>"$tmp/run2.err" &
+run_pid=$!
+check "run -- sleep 120: the cluster comes up" wait_for 30 grep -q "^logs " "$tmp/run2.err"
+check "run: the driver runs" wait_for 10 eval "pgrep -x -P $run_pid sleep >/dev/null"
+kill -TERM "$run_pid"
+wait "$run_pid"; rc=$?
+check "run: SIGTERM to run ends the driver too, exit 143 (its SIGTERM)" [ "$rc" -eq 143 ]
+check "run: SIGTERM: nothing left here" all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -x -P 1 -f "sleep 120"' '[ -z "$(ls -A "$state")" ]'
+
 # ---- the control socket refuses another user ---------------------------------------------------
 detached c --workers 1; c_sup=$sup
 check "c starts (this machine)" [ "$rc" -eq 0 ]
@@ -275,6 +285,26 @@ check "the supervisor logged the refusal of uid $(id -u nobody)" \
 check "c stops" wait_for 10 eval "! kill -0 $c_sup 2>/dev/null"
 check "c: nothing left here" all '[ "$(local_procs c)" -eq 0 ]' '[ ! -e "$state/c" ]'
 
+# ---- a worker given up (--restart never): degraded; the master's end: failed ------------------
+detached e --workers 2 --restart never; e_sup=$sup
+check "e starts (this machine, --restart never)" [ "$rc" -eq 0 ]
+"$ctl" status e --json >"$tmp/e.json" 2>&1
+kill -9 "$(json "$tmp/e.json" 'd["workers"][1]["pid"]')"
+degraded() {
+  "$ctl" status e --json >"$tmp/e2.json" 2>/dev/null &&
+    [ "$(json "$tmp/e2.json" '(d["state"], d["workers"][1]["state"], d["workers"][0]["state"])')" = "('degraded', 'failed', 'running')" ]
+}
+check "kill -9 of e's worker 1 under --restart never: e degraded, worker 1 failed, 0 runs (60 s)" \
+  wait_for 60 degraded || show status "$tmp/e2.json"
+kill -9 "$(json "$tmp/e.json" 'd["master"]["pid"]')"
+check "kill -9 of e's master: its supervisor ends (60 s)" wait_for 60 eval "! kill -0 $e_sup 2>/dev/null"
+"$ctl" list >"$tmp/list" 2>&1
+check "list shows e failed, once, with why (the master ended)" \
+  all 'grep -qE "^e +failed " "$tmp/list"' 'grep -q "^  e: .*master" "$tmp/list"' || show list "$tmp/list"
+"$ctl" list >"$tmp/list" 2>&1
+check "then e is gone from list" eval "! grep -q '^e ' '$tmp/list'"
+check "e: nothing left here" all '[ "$(local_procs e)" -eq 0 ]' '[ ! -e "$state/e" ]'
+
 # ---- a foreground start, seen and stopped from another shell -----------------------------------
 cmds f
 "$ctl" start --name f "${on2[@]}" --workers 2 "${cmd[@]}" >"$tmp/f.out" 2>"$tmp/f.err" &
@@ -298,6 +328,14 @@ check "fish: 2 workers running" [ "$(json "$tmp/fish.json" '[w["state"] for w in
 "$ctl" stop fish >/dev/null 2>&1; rc=$?
 check "stop fish exits 0" [ "$rc" -eq 0 ]
 nothing_left "fish" fish "$fish_sup" lcfish 1 2
+
+# ---- stop --all -------------------------------------------------------------------------------
+detached g1 --workers 1; g1_sup=$sup
+detached g2 --workers 1; g2_sup=$sup
+"$ctl" stop --all >"$tmp/o" 2>&1; rc=$?
+check "stop --all exits 0 and stops both" all '[ "$rc" -eq 0 ]' 'grep -qx "g1: stopped" "$tmp/o"' 'grep -qx "g2: stopped" "$tmp/o"'
+check "stop --all: nothing left here" wait_for 10 \
+  all "! kill -0 $g1_sup 2>/dev/null" "! kill -0 $g2_sup 2>/dev/null" '[ "$(local_procs g1)" -eq 0 ]' '[ "$(local_procs g2)" -eq 0 ]'
 
 check "the state directory is empty at the end" [ -z "$(ls -A "$state")" ]
 for i in 1 2 3 4 5; do
