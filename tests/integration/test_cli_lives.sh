@@ -101,6 +101,15 @@ check "scale without --workers is refused (exit 2)" all '[ "$rc" -eq 2 ]' 'grep 
 check "a bad --name is refused (exit 2), the name quoted" all '[ "$rc" -eq 2 ]' 'grep -q "bad/name" "$tmp/e"'
 check "nothing was started by bad input" [ -z "$(ls -A "$state" 2>/dev/null)" ]
 
+# ---- start --detach that fails: the cause, exit 1, nothing left ------------------------------
+"$ctl" start --detach --name bad --workers 1 --master-cmd "echo oops-$token >&2; exit 3" >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "a failing start --detach exits 1" [ "$rc" -eq 1 ]
+check "it prints the cause: the master's status and last stderr line" \
+  all 'grep -q "exited with status 3" "$tmp/e"' 'grep -q "oops-$token" "$tmp/e"' || show err "$tmp/e"
+check "it prints no name/master/logs lines on stdout" [ ! -s "$tmp/o" ]
+check "nothing of it is left here (no supervisor, no master, no state entry)" \
+  wait_for 10 all '[ "$(pgrep -fc -- "oops-$token")" -eq 0 ]' '[ ! -e "$state/bad" ]'
+
 # ---- two that run beside what follows, on hosts of their own: t with a ttl (lab3), and k, whose
 # ---- supervisor will be killed (lab4, lab5)
 detached t -F "$cfg" --hosts lab3 --workers 1 --ttl 20s; t_rc=$rc t_sup=$sup
@@ -313,6 +322,12 @@ check "the foreground start f is ready" wait_for 60 grep -q "^ready:" "$tmp/f.ou
 "$ctl" status f --json >"$tmp/f.json" 2>&1
 check "status f from another shell: running, its pid is the start's" \
   [ "$(json "$tmp/f.json" '(d["state"], d["supervisor_pid"])')" = "('running', $f_pid)" ]
+fpid=$(json "$tmp/f.json" 'd["workers"][1]["pid"]')
+fhost=$(json "$tmp/f.json" 'd["workers"][1]["host"]')
+"$th" exec "$fhost" -- kill -9 "$fpid"
+check "the foreground start prints the worker's end and its restart (60 s)" \
+  wait_for 60 eval "grep -q '$fhost worker-1 ended' '$tmp/f.err' && grep -q '$fhost worker-1 restarted' '$tmp/f.err'" ||
+  show err "$tmp/f.err"
 "$ctl" stop f >"$tmp/o" 2>&1; rc=$?
 check "stop f exits 0" [ "$rc" -eq 0 ]
 wait "$f_pid"; rc=$?
