@@ -259,6 +259,7 @@ check "run: nothing left here, no state entry" all '[ "$(local_procs r)" -eq 0 ]
 check "run: a driver ended by SIGTERM gives 143" [ "$rc" -eq 143 ]
 
 cmds r
+: >"$tmp/run2.err"
 "$ctl" run --workers 1 "${cmd[@]}" -- sleep 120 >/dev/null 2>"$tmp/run2.err" &
 run_pid=$!
 check "run -- sleep 120: the cluster comes up" wait_for 30 grep -q "^logs " "$tmp/run2.err"
@@ -316,6 +317,7 @@ check "e: nothing left here" all '[ "$(local_procs e)" -eq 0 ]' '[ ! -e "$state/
 
 # ---- a foreground start, seen and stopped from another shell -----------------------------------
 cmds f
+: >"$tmp/f.out"
 "$ctl" start --name f "${on2[@]}" --workers 2 "${cmd[@]}" >"$tmp/f.out" 2>"$tmp/f.err" &
 f_pid=$!
 check "the foreground start f is ready" wait_for 60 grep -q "^ready:" "$tmp/f.out" || show err "$tmp/f.err"
@@ -343,6 +345,24 @@ check "fish: 2 workers running" [ "$(json "$tmp/fish.json" '[w["state"] for w in
 "$ctl" stop fish >/dev/null 2>&1; rc=$?
 check "stop fish exits 0" [ "$rc" -eq 0 ]
 nothing_left "fish" fish "$fish_sup" lcfish 1 2
+
+# ---- Dask: eval "$(lazyclusterctl env d)" and a Client reaches it; run -- python (this machine)
+dask_py=python3 # the Python that has Dask (CI: Debian's python3-distributed)
+for p in python3 /usr/bin/python3; do
+  "$p" -c 'import distributed' 2>/dev/null && { dask_py=$p; break; }
+done
+client='from dask.distributed import Client; c = Client(timeout=30); print("workers", len(c.scheduler_info()["workers"])); c.close()'
+"$ctl" start --detach --name d --type dask --workers 2 >"$tmp/d.out" 2>"$tmp/d.err"; rc=$?
+check "start --detach --type dask exits 0" [ "$rc" -eq 0 ] || show err "$tmp/d.err"
+"$ctl" env d >"$tmp/d.env" 2>&1
+check "env d has DASK_SCHEDULER_ADDRESS" grep -q "^export DASK_SCHEDULER_ADDRESS='\?tcp://127.0.0.1:[0-9]*'\?$" "$tmp/d.env"
+(eval "$(cat "$tmp/d.env")"; timeout 60 "$dask_py" -c "$client") >"$tmp/o" 2>&1
+check "after eval of env d, Client() sees the 2 workers" grep -qx "workers 2" "$tmp/o" || show out "$tmp/o"
+"$ctl" stop d >/dev/null 2>&1; rc=$?
+check "stop d exits 0, no state entry left" all '[ "$rc" -eq 0 ]' '[ ! -e "$state/d" ]'
+timeout 120 "$ctl" run --type dask --workers 2 -- "$dask_py" -c "$client" >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "run --type dask -- python: Client() sees the 2 workers, exit 0" \
+  all '[ "$rc" -eq 0 ]' 'grep -qx "workers 2" "$tmp/o"' || show err "$tmp/e"
 
 # ---- stop --all -------------------------------------------------------------------------------
 detached g1 --workers 1; g1_sup=$sup
