@@ -295,6 +295,24 @@ check "the supervisor logged the refusal of uid $(id -u nobody)" \
 check "c stops" wait_for 10 eval "! kill -0 $c_sup 2>/dev/null"
 check "c: nothing left here" all '[ "$(local_procs c)" -eq 0 ]' '[ ! -e "$state/c" ]'
 
+# ---- the supervisor outlives the session that started it (SIGHUP to the whole session) ---------
+cmds h
+setsid bash -c '"$0" start --detach --name h --workers 1 "${@}" >"'"$tmp"'/h.out" 2>&1; echo $? >"'"$tmp"'/h.rc"; exec sleep 120' "$ctl" "${cmd[@]}" &
+h_sess=$!
+check "start --detach in a session of its own returns 0" wait_for 30 eval "[ \"\$(cat '$tmp/h.rc' 2>/dev/null)\" = 0 ]"
+h_sup=$("$ctl" status h --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
+check "h's supervisor is in another session than the one that started it" \
+  [ "$(ps -o sid= -p "${h_sup:-0}" | tr -d ' ')" != "$h_sess" ]
+kill -HUP -- "-$h_sess" # the session's process group, as a closing terminal does
+wait "$h_sess" 2>/dev/null
+check "the starting session is gone" eval "! kill -0 $h_sess 2>/dev/null"
+sleep 1
+"$ctl" status h --json >"$tmp/h.json" 2>&1
+check "h runs on after its session got SIGHUP and ended" \
+  all "kill -0 ${h_sup:-0}" '[ "$(json "$tmp/h.json" "d[\"state\"]")" = running ]'
+"$ctl" stop h >/dev/null 2>&1
+check "h: stopped, nothing left here" wait_for 10 all "! kill -0 ${h_sup:-0} 2>/dev/null" '[ "$(local_procs h)" -eq 0 ]' '[ ! -e "$state/h" ]'
+
 # ---- a worker given up (--restart never): degraded; the master's end: failed ------------------
 detached e --workers 2 --restart never; e_sup=$sup
 check "e starts (this machine, --restart never)" [ "$rc" -eq 0 ]
