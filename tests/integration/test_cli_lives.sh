@@ -84,7 +84,7 @@ detached() { # NAME ARGS...
   rc=$?
   sup=$("$ctl" status "$name" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
 }
-on2=(-F "$cfg" --hosts lab1,lab2 --heartbeat 5)
+on2=(-F "$cfg" --hosts "lab1,lab2" --heartbeat 5)
 
 # ---- bad input -------------------------------------------------------------------------------
 "$ctl" status nosuch >"$tmp/o" 2>"$tmp/e"; rc=$?
