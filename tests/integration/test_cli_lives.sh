@@ -269,6 +269,17 @@ wait "$run_pid"; rc=$?
 check "run: SIGTERM to run ends the driver too, exit 143 (its SIGTERM)" [ "$rc" -eq 143 ]
 check "run: SIGTERM: nothing left here" all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -x -P 1 -f "sleep 120"' '[ -z "$(ls -A "$state")" ]'
 
+# Ctrl-C on a terminal (a pty from script(1)) reaches run and its driver: both stop
+cmds r
+printf -v runline '%q ' "$ctl" run --workers 1 "${cmd[@]}" -- sh -c "echo driver-up; exec sleep 97"
+(for _ in $(seq 300); do grep -q driver-up "$tmp/tty" 2>/dev/null && break; sleep 0.1; done
+  printf '\003'
+  for _ in $(seq 300); do grep -q "rc=" "$tmp/tty" 2>/dev/null && break; sleep 0.1; done) | script -qec "$runline; echo rc=\$?" /dev/null >"$tmp/tty" 2>&1
+check "run: Ctrl-C stops the driver and the cluster, exit 130" grep -q "rc=130" "$tmp/tty" || show tty "$tmp/tty"
+check "run: Ctrl-C: it said so" grep -q "stopping (SIGINT)" "$tmp/tty"
+check "run: Ctrl-C: nothing left here" \
+  wait_for 10 all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -f "sleep 97" >/dev/null' '[ -z "$(ls -A "$state")" ]'
+
 # ---- the control socket refuses another user ---------------------------------------------------
 detached c --workers 1; c_sup=$sup
 check "c starts (this machine)" [ "$rc" -eq 0 ]
@@ -304,7 +315,7 @@ h_sup=$("$ctl" status h --json 2>/dev/null | python3 -c 'import json,sys; print(
 check "h's supervisor is in another session than the one that started it" \
   [ "$(ps -o sid= -p "${h_sup:-0}" | tr -d ' ')" != "$h_sess" ]
 kill -HUP -- "-$h_sess" # the session's process group, as a closing terminal does
-wait "$h_sess" 2>/dev/null
+{ wait "$h_sess"; } 2>/dev/null
 check "the starting session is gone" eval "! kill -0 $h_sess 2>/dev/null"
 sleep 1
 "$ctl" status h --json >"$tmp/h.json" 2>&1
