@@ -11,3 +11,10 @@ set_tests_properties(test_cli_lives PROPERTIES LABELS integration TIMEOUT 420
 add_test(NAME test_cli_logs COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cli_logs.sh)
 set_tests_properties(test_cli_logs PROPERTIES LABELS integration TIMEOUT 60
   ENVIRONMENT "LC_CTL=$<TARGET_FILE:lazyclusterctl>")
+
+# The same, run by plain users (lcbash, lcfish) on their own machine: lazyclusterctl inside lab7
+# with no host configured and no XDG_RUNTIME_DIR; what runs and the state directory are theirs.
+add_test(NAME test_cli_user COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cli_user.sh)
+set_tests_properties(test_cli_user PROPERTIES LABELS integration TIMEOUT 180
+  FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
+  ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CTL=$<TARGET_FILE:lazyclusterctl>")
