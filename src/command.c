@@ -89,7 +89,10 @@ static const char lifeline_sh[] =
     "for lc_setsid in /usr/bin/setsid /bin/setsid setsid; do\n"
     "  [ -x \"$lc_setsid\" ] && break\n"
     "done\n"
-    "{ setup; export LC_LIFELINE=$$; exec \"$lc_setsid\" /bin/sh -c \"$lc_command\"; } 3<&- &\n"
+    /* the group leader's pid (its own, read from /proc/self, as $$ is the wrapper's) goes first
+     * on stdout, before anything of the command: runtime.c takes that line (lc_process_pid) */
+    "{ read -r lc_self _ </proc/self/stat && printf '" LC__COMMAND_PID_SH "%s\\n' \"$lc_self\"\n"
+    "  setup; export LC_LIFELINE=$$; exec \"$lc_setsid\" /bin/sh -c \"$lc_command\"; } 3<&- &\n"
     "lc_command_pid=$!\n"
     /* not the command's: ignored here, so that a heartbeat that comes before the watchdog set its
      * trap cannot end it (or the reader) */

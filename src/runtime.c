@@ -289,7 +289,29 @@ static void proc_unref(lc_process *p) {
   free(p);
 }
 
+#define PID_LEN (sizeof(LC__COMMAND_PID) - 1)
+
+/* A lifeline's first stdout line: when it is the pid line (command.c), its pid is kept and the
+ * line goes to no one; 1 then, else 0. */
+static int take_pid(lc_process *p, const char *line, size_t len) {
+  long pid = 0;
+  size_t i = PID_LEN;
+  p->pid_looked = 1;
+  if (len <= PID_LEN || memcmp(line, LC__COMMAND_PID, PID_LEN) != 0)
+    return 0;
+  for (; i < len && line[i] >= '0' && line[i] <= '9' && pid < 100000000L; i++)
+    pid = pid * 10 + (line[i] - '0');
+  if (i != len)
+    return 0;
+  lc__engine_lock(p->engine);
+  p->pid = pid;
+  lc__engine_unlock(p->engine);
+  return 1;
+}
+
 static void deliver_line(lc_process *p, lc_stream stream, const char *line, size_t len) {
+  if (stream == LC_STDOUT && p->lifeline && !p->pid_looked && take_pid(p, line, len))
+    return;
   if (stream == LC_STDERR) {
     lc__buf *t = &p->err_tail;
     lc__buf_append(t, line, len < 512 ? len : 512);
@@ -652,6 +674,16 @@ int lc_process_wait(lc_exec_result *out, lc_process *p, int timeout_ms) {
   return 0;
 }
 
+long lc_process_pid(const lc_process *p) {
+  long pid;
+  if (p == NULL)
+    return 0;
+  lc__engine_lock(p->engine);
+  pid = p->pid;
+  lc__engine_unlock(p->engine);
+  return pid;
+}
+
 int lc_process_stop(lc_process *p) {
   proc_call pc = {.p = p};
   if (p == NULL)
@@ -986,3 +1018,75 @@ void lc_runtime_set_resources(lc_runtime *rt, int gpus, int slots) {
 int lc_runtime_gpus(const lc_runtime *rt) { return rt->gpus; }
 
 int lc_runtime_slots(const lc_runtime *rt) { return rt->slots; }
+
+void lc__runtime_keep_connected(lc_runtime *rt) {
+  __atomic_store_n(&rt->keep_connected, 1, __ATOMIC_RELEASE);
+}
+
+int lc__runtime_keeps_connected(const lc_runtime *rt) {
+  return __atomic_load_n(&rt->keep_connected, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * The keeper of a lost connection ended, and its lifeline on the host removed the directory (or
+ * will, at the latest when its heartbeat limit is over: the caller waits for that). The same
+ * path comes back, so that what holds it (workers' directories under it) stays right, with a
+ * new keeper; with keep_workdir it is only made again.
+ */
+int lc__runtime_workdir_renew(lc_runtime *rt) {
+  lc__buf cmd = {0}, cleanup = {0};
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  workdir_out *w = NULL;
+  lc_process *p = NULL;
+  int r = 0;
+
+  pthread_mutex_lock(&rt->workdir_mu);
+  if (rt->workdir == NULL ||
+      (rt->workdir_keeper != NULL && lc_process_wait(NULL, rt->workdir_keeper, 0) == -ETIMEDOUT))
+    goto out; /* never made, or its keeper still holds it */
+  if ((w = lc__calloc(1, sizeof(*w))) == NULL || lc__buf_puts(&cmd, "d=") < 0 ||
+      lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
+      lc__buf_puts(&cmd, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n") < 0 ||
+      (!rt->opts.keep_workdir &&
+       (lc__buf_puts(&cmd, "while :; do sleep 3600 & wait $!; done\n") < 0 ||
+        lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
+        lc__buf_shell_quote(&cleanup, rt->workdir) < 0))) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  eo.on_line = workdir_line;
+  eo.payload = w;
+  eo.label = "workdir";
+  if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0 ||
+      (r = proc_start(p)) < 0)
+    goto out;
+  for (uint64_t deadline = lc__now_ms() + 30000; !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) &&
+                                                 lc__now_ms() < deadline &&
+                                                 lc_process_wait(NULL, p, 20) == -ETIMEDOUT;)
+    ;
+  if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
+    r = lc__error_set(LC_EREMOTE, "%s: cannot make the working directory %s again", rt->name,
+                      rt->workdir);
+    goto out;
+  }
+  lc_process_free(rt->workdir_keeper);
+  free(rt->workdir_keeper_arg);
+  rt->workdir_keeper = NULL;
+  rt->workdir_keeper_arg = NULL;
+  if (!rt->opts.keep_workdir) { /* the keeper's line callback holds w: it goes with the keeper */
+    rt->workdir_keeper = p;
+    rt->workdir_keeper_arg = w;
+    p = NULL;
+    w = NULL;
+  }
+out:
+  if (p != NULL) {
+    lc_process_wait(NULL, p, 5000);
+    lc_process_free(p);
+  }
+  free(w);
+  lc__buf_free(&cmd);
+  lc__buf_free(&cleanup);
+  pthread_mutex_unlock(&rt->workdir_mu);
+  return r;
+}

@@ -77,6 +77,8 @@ struct lc_process {
   lc_exec_result result;
   int finished;        /* [lock]: closed, no more output */
   lc__err err;         /* why it failed to run, when it did */
+  long pid;            /* [lock]: the group leader's pid on its host (lifeline), or 0 */
+  int pid_looked;      /* [engine]: the first stdout line was looked at for the pid */
   uint64_t started_ms; /* [engine]: when it was launched */
   /* [made] then [engine]: runs on the engine thread once finished (internal users such as
    * groups) */
@@ -180,6 +182,8 @@ struct lc_runtime {
   lc_runtime *jump;
   /* [engine]: live forwards; the backend brings them back after a reconnect */
   lc_forward *forwards;
+  /* [atomic]: reconnect after a loss even without forwards (a cluster's hosts) */
+  int keep_connected;
   /* [engine]: the callback of lc__runtime_connect_async */
   void (*on_connected)(lc_runtime *rt, const lc__err *err, void *arg);
   void *on_connected_arg; /* [engine] */
@@ -199,12 +203,10 @@ size_t lc__exec_options_size(const lc_exec_options *opts);
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
 /* setup (NULL for none): sh text run before the command, after its cwd and environment, in the
  * process that then runs it; it travels with the script, never in a command line. */
-int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command,
-                 const lc_exec_options *opts, int lifeline, const char *setup,
-                 const char *cleanup);
+int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
+                 int lifeline, const char *setup, const char *cleanup);
 int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
-                 const char *remote, const void *data, size_t len, unsigned int mode,
-                 lc__err *err);
+                 const char *remote, const void *data, size_t len, unsigned int mode, lc__err *err);
 /* Any thread, after p finished: checks how a transfer went and completes it locally. */
 int lc__xfer_finish(lc_process *p, int code, lc__err *err);
 /* Engine thread: starts p; on_finish (when set) runs when it ends. 0 or LC_ECLOSED. */
@@ -276,6 +278,10 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
  * rc files' (dropped), and stdin past the script is held back until it arrives on stdout. */
 #define LC__COMMAND_MARK "\036lc\n"
 #define LC__COMMAND_MARK_SH "\\036lc\\n" /* the same, for sh's printf */
+/* The first line a lifeline writes on stdout after the mark: the pid of the command's process
+ * group leader (lc_process_pid), taken by runtime.c and never given to a line callback. */
+#define LC__COMMAND_PID "\036lc-pid "
+#define LC__COMMAND_PID_SH "\\036lc-pid " /* the same, for sh's printf */
 /* line: what the login shell runs (`exec /bin/sh -s lc-lifeline HOST LABEL`), the same in every
  * shell and free of values; script: what goes first into stdin. heartbeat_s < 0: no lifeline;
  * cleanup (NULL for none) runs after a lifeline ends its group. */
@@ -300,6 +306,14 @@ int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *comman
  * so that many hosts make theirs at once. 0 when started or already there. Any thread but the
  * engine's. */
 int lc__runtime_workdir_begin(lc_runtime *rt);
+/* After a lost connection (whose keeper's lifeline removed the working directory on the host):
+ * makes the same directory again, with a new keeper. 0 when it is there again or was never
+ * made. Any thread but the engine's. */
+int lc__runtime_workdir_renew(lc_runtime *rt);
+/* The backend brings rt back after a lost connection, forwards or not (any thread). */
+void lc__runtime_keep_connected(lc_runtime *rt);
+/* Whether the backend tries to bring rt back after a loss (any thread). */
+int lc__runtime_keeps_connected(const lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
 int lc__signal_from_name(const char *name);

@@ -445,7 +445,8 @@ static void session_free(lc__ssh_conn *c) {
 static void on_reconnect(uv_timer_t *t) {
   lc__ssh_conn *c = t->data;
   lc_runtime *rt = c->rt;
-  if (c->state != C_DEAD || c->close_done != NULL || rt->forwards == NULL)
+  if (c->state != C_DEAD || c->close_done != NULL ||
+      (rt->forwards == NULL && !lc__runtime_keeps_connected(rt)))
     return;
   if (rt->jump != NULL) { /* the hop comes back first */
     lc__ssh_conn *j = rt->jump->backend;
@@ -468,8 +469,9 @@ void lc__ssh_reconnect_later(lc__ssh_conn *c) {
 }
 
 /*
- * Every channel ends with err; the runtime hears it is down. A runtime with forwards tries to
- * come back (its forwards go down meanwhile and return with it).
+ * Every channel ends with err; the runtime hears it is down. A runtime with forwards, or one a
+ * cluster keeps (lc__runtime_keep_connected), tries to come back (its forwards go down meanwhile
+ * and return with it).
  */
 static void conn_lost(lc__ssh_conn *c, const lc__err *err) {
   c->state = C_DEAD;
@@ -499,7 +501,8 @@ static void conn_lost(lc__ssh_conn *c, const lc__err *err) {
   if (c->primary == NULL)
     lc__tunnel_lost(c, err);
   session_free(c);
-  if (c->primary == NULL && c->close_done == NULL && c->rt->forwards != NULL && c->timers_inited)
+  if (c->primary == NULL && c->close_done == NULL &&
+      (c->rt->forwards != NULL || lc__runtime_keeps_connected(c->rt)) && c->timers_inited)
     lc__ssh_reconnect_later(c);
 }
 
@@ -537,7 +540,7 @@ void lc__ssh_retry_in(lc__ssh_conn *c, unsigned long ms) {
 static void on_connect_timeout(uv_timer_t *t) {
   lc__ssh_conn *c = t->data;
   lc__ssh_fail(c, -ETIMEDOUT, "%s: %s timed out after %.1f s", c->where, c->phase,
-            c->rt->opts.connect_timeout_ms / 1000.0);
+               c->rt->opts.connect_timeout_ms / 1000.0);
 }
 
 void lc__ssh_update_poll(lc__ssh_conn *c) {

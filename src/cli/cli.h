@@ -11,6 +11,9 @@
 
 #include "lazycluster.h"
 
+#include <stdio.h>
+#include <sys/types.h>
+
 #define CLI_NAME "lazyclusterctl"
 
 /* Exit codes. */
@@ -29,11 +32,18 @@ typedef struct cli_command {
 
 /* The subcommands, one line each (keep main.c's table in the same order). */
 int cli_config(int argc, char **argv);
+int cli_env(int argc, char **argv);
 int cli_exec(int argc, char **argv);
 int cli_forward(int argc, char **argv);
 int cli_hosts(int argc, char **argv);
+int cli_list(int argc, char **argv);
+int cli_logs(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_scale(int argc, char **argv);
 int cli_serve(int argc, char **argv);
 int cli_start(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_stop(int argc, char **argv);
 
 /* The library's warning handler for the tool: "lazyclusterctl: warning: MESSAGE" on stderr. */
 void cli_print_warning(const char *message, void *payload);
@@ -69,5 +79,71 @@ const char *cli_hostopts_help(void);
 
 /* Whether arg is -h or --help. */
 int cli_is_help(const char *arg);
+
+/*
+ * The start path that `start` and `run` share (start.c): parse the options, bring the cluster up
+ * under its name (the name is claimed first), hold it (serve its control socket, repair it, end it
+ * on a signal, a stop request, its ttl or its failure), tear it down.
+ */
+typedef struct cli_launch {
+  const char *cmd; /* "start" or "run", for messages */
+  /* the options */
+  cli_hostopts h;
+  lc_cluster_options co;
+  const char *name, *type_name, *master_cmd, *worker_cmd, *ttl_text;
+  const char *type_args[34];
+  size_t ntype_args;
+  long workers;
+  int debug, detach, no_restarts, run, color;
+  /* what up made */
+  const lc_cluster_type *type;
+  lc_master_launcher *ml;
+  lc_worker_launcher *wl;
+  char *q_self, *def_master, *def_worker, *arg_master, *arg_worker;
+  lc_engine *engine;
+  lc_group *g;
+  lc_discovery *d;
+  lc_cluster *c;
+  lc_control *ctl;
+  char *env[8]; /* "NAME=VALUE" for clients besides the master's address, NULL-terminated */
+  char *why;    /* why the cluster ended, when not by a stop (NAME/ended) */
+  int sigfd;
+  /* progress */
+  int master_up, master_down, ready;
+  long up;
+  /* a detached start's supervisor */
+  int supervised, report_fd, start_log;
+} cli_launch;
+
+/* cli_start_parse's return for -h/--help (the caller prints its usage). */
+#define CLI_START_HELP 100
+
+void cli_start_init(cli_launch *s, const char *cmd);
+/* Parses argv[1..argc) (a start's options). Returns -1 to go on, else an exit code or
+ * CLI_START_HELP (a bad option's message is printed). */
+int cli_start_parse(cli_launch *s, int argc, char **argv);
+/* The start options' help lines. */
+void cli_start_help(FILE *f);
+/* Claims the name, starts the cluster, prints where it runs. Returns CLI_EXIT_*. */
+int cli_start_up(cli_launch *s);
+/* Holds the cluster until a signal, a stop request, its ttl or its failure, or (driver > 0)
+ * until the driver ends (which is then waited for). Returns the exit code: the driver's. */
+int cli_start_hold(cli_launch *s, pid_t driver);
+/* Tears down what up made, gives the name back. */
+void cli_start_down(cli_launch *s);
+/* "20s", "90m", "2h", "1d" into *ms; -1 for anything else. */
+int cli_parse_duration(const char *v, long long *ms);
+
+/* A request to the supervisor of name (NULL: the one cluster there is); prints the error naming
+ * the cluster. Returns CLI_EXIT_OK with *reply set (free with lc_free), or CLI_EXIT_FAIL. */
+int cli_request(const char *cmd, const char *name, const char *request, int timeout_ms,
+                char **reply);
+/* The cluster meant (client.c): name when given, else the one that runs (an error names them
+ * when there are several, or says there is none). *out is free'd. Returns CLI_EXIT_*. */
+int cli_resolve_name(const char *cmd, const char *name, char **out);
+/* A JSON string, quoted and escaped. */
+void cli_json_string(FILE *f, const char *s);
+/* The optional NAME of a client command: 1 taken, -1 a bad argument (printed). */
+int cli_take_name(const char *cmd, const char *arg, const char **name);
 
 #endif /* LC_CLI_H */

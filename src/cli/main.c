@@ -18,12 +18,19 @@
 
 static const cli_command commands[] = {
     {"config", cli_config, "print what the ssh config says for a host, as 'ssh -G' does"},
+    {"env", cli_env, "print shell export lines that point a client at a cluster"},
     {"exec", cli_exec, "run a command on every host at once, output prefixed with its host"},
     {"forward", cli_forward, "hold -L and -R port forwards through a host until Ctrl-C"},
     {"hosts", cli_hosts, "list the hosts: reachable or why not, cores, memory, GPUs"},
+    {"list", cli_list, "list this user's clusters: state, workers, master, age, time left"},
+    {"logs", cli_logs, "show (-f: follow) a cluster's output and events, merged by time"},
     {"probe", cli_probe, "print this machine's facts: OS, CPU cores, memory, GPUs"},
+    {"run", cli_run, "start a cluster, run a driver here against it, stop it when it ends"},
+    {"scale", cli_scale, "set a running cluster's number of workers"},
     {"serve", cli_serve, "answer connections on 127.0.0.1:PORT (the default command cluster)"},
-    {"start", cli_start, "start a master and N workers with their tunnels; hold until Ctrl-C"},
+    {"start", cli_start, "start a named cluster (master, N workers, tunnels); --detach: leave it"},
+    {"status", cli_status, "show a cluster's master, workers and hosts"},
+    {"stop", cli_stop, "stop a cluster (or --all) and wait until nothing of it is left"},
 };
 
 static void usage(FILE *f) {

@@ -124,6 +124,7 @@ void lc_cluster_free(lc_cluster *c) {
   lc__output_free(c->master_out);
   lc__fwdlist_free(&c->fwds);
   lc__cluster_release_ports(c, 0);
+  lc__hosts_free(c);
   lc_runtime_free(c->local);
   lc_ports_free(c->worker_ports);
   for (size_t i = 0; i < c->nenv; i++)
@@ -264,8 +265,9 @@ static int reportable(lc_process *p, int stopped, int reported) {
 }
 
 /* The first process of the cluster that ended on its own and may still be reported: 1 and
- * *which (-1: the master, else the worker's index), or 0. */
-static int find_ended(lc_cluster *c, int *which) {
+ * *which (-1: the master, else the worker's index), or 0. With hosts, a worker whose end is its
+ * host's loss is left to hosts.c. */
+static int find_ended(lc_cluster *c, int *which, int hosts) {
   if (reportable(c->master_proc, 0, c->master_reported) &&
       lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
     *which = -1;
@@ -274,7 +276,7 @@ static int find_ended(lc_cluster *c, int *which) {
   for (size_t i = 0; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
     if (reportable(w->proc, w->stopped, w->reported) &&
-        lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+        lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT && !(hosts && lc__hosts_took(c, w))) {
       *which = (int)i;
       return 1;
     }
@@ -296,7 +298,7 @@ static void ended_text(lc_cluster *c, int which, char *out, size_t size) {
 int lc__cluster_check_ended(lc_cluster *c) {
   char msg[4400];
   int which;
-  if (!find_ended(c, &which))
+  if (!find_ended(c, &which, 0))
     return 0;
   ended_text(c, which, msg, sizeof(msg));
   return lc__error_set(LC_EREMOTE, "%s", msg);
@@ -370,7 +372,7 @@ int lc_cluster_counter_wait(lc_cluster *c, long n, int timeout_ms, long *changes
 static int report_ended(lc_cluster *c) {
   char msg[4400];
   int which;
-  if (!find_ended(c, &which))
+  if (!find_ended(c, &which, 1))
     return 0;
   ended_text(c, which, msg, sizeof(msg));
   lc__cluster_note(c, "%s", msg);
@@ -390,7 +392,7 @@ int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
   int r;
   for (;;) {
     lc_process *some = NULL;
-    if ((r = report_ended(c)) < 0)
+    if ((r = lc__hosts_tick(c)) < 0 || (r = report_ended(c)) < 0)
       return r;
     if (reportable(c->master_proc, 0, c->master_reported))
       some = c->master_proc;

@@ -51,12 +51,20 @@ typedef struct lc__worker {
   /* repair (repair.c, hosts.c): */
   int state;              /* lc_worker_state */
   int restarts;           /* over the cluster's life */
-  uint64_t restart_at[8];  /* lc__now_ms of its latest restarts, a ring for max_restarts */
-  uint64_t next_start;     /* lc__now_ms: when a BACKOFF or WAITING worker may start again */
+  uint64_t restart_at[8]; /* lc__now_ms of its latest restarts, a ring for max_restarts */
+  uint64_t next_start;    /* lc__now_ms: when a BACKOFF or WAITING worker may start again */
   long long started_ms;   /* wall-clock ms of its current process's start, or 0 */
   int ended, last_status, last_signal; /* its last end */
-  char last_end[256];     /* how that end was worded */
+  char last_end[256];                  /* how that end was worded */
+  int took; /* hosts.c: its last end was its host's loss (moved or WAITING, not a restart) */
 } lc__worker;
+
+/* A host of the group as the cluster sees it (hosts.c); one per group runtime, in group order. */
+typedef struct lc__host {
+  int lost;          /* HOST_LOST went out, HOST_BACK not yet */
+  long long lost_ms; /* wall-clock ms when it was marked lost */
+  uint64_t lost_at;  /* lc__now_ms then */
+} lc__host;
 
 /* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),
  * except those marked "mu": the engine thread's line callbacks write them under mu. */
@@ -83,12 +91,14 @@ struct lc_cluster {
   int *ports; /* reserved by this cluster */
   size_t nports, capports;
   lc__buf log;
-  pthread_mutex_t mu; /* the outputs' stderr tails and the counter */
-  pthread_cond_t cv;  /* the counter changed */
-  long count;         /* mu: lc_cluster_counter_add; 0 when the master starts */
-  long changes;       /* mu: lc_cluster_counter_add calls since the master started */
+  pthread_mutex_t mu;  /* the outputs' stderr tails and the counter */
+  pthread_cond_t cv;   /* the counter changed */
+  long count;          /* mu: lc_cluster_counter_add; 0 when the master starts */
+  long changes;        /* mu: lc_cluster_counter_add calls since the master started */
   lc_runtime **staged; /* the hosts prepare_host has prepared (prepare.c) */
   size_t nstaged;
+  lc__host *hosts; /* hosts.c: what the cluster knows of each group runtime */
+  size_t nhosts;
 };
 
 /* Every group runtime's listening ports, one listing each and all at once. */
@@ -136,6 +146,17 @@ int lc__workers_after_start(lc_cluster *c, const lc__wstart *st);
 /* ---- ports.c ---- */
 void lc__cluster_release_ports(lc_cluster *c, size_t from);
 void lc__cluster_drop_forwards(lc_cluster *c, size_t from);
+/* Per worker, wherever its records lie in c->fwds and c->ports (a worker's forwards all have its
+ * port, on this machine and on the hosts): drops the forwards of port (on rt only, or everywhere
+ * when rt is NULL), releases port, tells whether rt has a forward of port. */
+void lc__cluster_drop_port_forwards(lc_cluster *c, int port, lc_runtime *rt);
+void lc__cluster_release_port(lc_cluster *c, int port);
+int lc__cluster_has_forward(const lc_cluster *c, lc_runtime *rt, int port);
+/* A port from the worker ranges free on every connected host and here, reserved. */
+int lc__cluster_pick_port_connected(lc_cluster *c, int *out);
+/* A worker's tunnels as its launcher's mesh asks (every connected host but its own, or this
+ * machine only), those already there kept. */
+int lc__worker_tunnels(lc_cluster *c, lc__worker *w);
 size_t lc__cluster_runtimes(lc_cluster *c, lc_runtime **v, size_t max);
 const char *lc__cluster_port_taken_where(lc_cluster *c, int port);
 int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges);
@@ -212,6 +233,13 @@ int lc__workers_stage(lc_cluster *c, lc__wstart *st);
 /* Undoes lc__workers_stage: removes st's workers' directories (their processes have ended) and
  * forgets the hosts it prepared. Keeps the error detail. */
 void lc__workers_unstage(lc_cluster *c, lc__wstart *st);
+/* The staging of one worker at its place (a moved worker, or one back on its host):
+ * prepare_host where its host is not prepared, then its prepare_worker. */
+int lc__worker_stage(lc_cluster *c, lc__worker *w);
+/* Forgets that rt was prepared (its directory went with a lost connection). */
+void lc__cluster_unstage_host(lc_cluster *c, lc_runtime *rt);
+/* Removes the working directories of the workers [from, to) on their hosts, all at once. */
+void lc__workers_remove_dirs(lc_cluster *c, size_t from, size_t to);
 
 /* ---- repair.c: lc_cluster_wait's repair (restart policy, backoff, master end, ttl) ---- */
 /* Wall-clock ms since the Unix epoch (lc__now_ms, in internal.h, is monotonic). */
@@ -226,6 +254,8 @@ int lc__hosts_tick(lc_cluster *c);
 /* Non-zero when worker w's end is its host's loss (hosts.c takes it: moved or WAITING), so the
  * restart policy does not count it. */
 int lc__hosts_took(lc_cluster *c, lc__worker *w);
+/* Frees what hosts.c keeps (lc_cluster_free). */
+void lc__hosts_free(lc_cluster *c);
 
 /* ---- readiness.c ---- */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);

@@ -137,3 +137,88 @@ int lc__cluster_pick_ports(lc_cluster *c, const lc__hostscan *given, int *out, s
   free(sc.per);
   return r;
 }
+
+/* Whether f is one of the forwards of port (a worker's: its port on both ends) on rt (any when
+ * rt is NULL). */
+static int forward_of(const lc_forward *f, int port, const lc_runtime *rt) {
+  return f->port == port && f->target_port == port && (rt == NULL || f->rt == rt);
+}
+
+void lc__cluster_drop_port_forwards(lc_cluster *c, int port, lc_runtime *rt) {
+  size_t k = 0;
+  if (port <= 0)
+    return;
+  for (size_t i = 0; i < c->fwds.n; i++) {
+    if (forward_of(c->fwds.v[i], port, rt))
+      lc_forward_free(c->fwds.v[i]);
+    else
+      c->fwds.v[k++] = c->fwds.v[i];
+  }
+  c->fwds.n = k;
+}
+
+void lc__cluster_release_port(lc_cluster *c, int port) {
+  size_t k = 0;
+  if (port <= 0)
+    return;
+  for (size_t i = 0; i < c->nports; i++) {
+    if (c->ports[i] == port)
+      lc_port_release(port);
+    else
+      c->ports[k++] = c->ports[i];
+  }
+  c->nports = k;
+}
+
+int lc__cluster_has_forward(const lc_cluster *c, lc_runtime *rt, int port) {
+  for (size_t i = 0; i < c->fwds.n; i++)
+    if (forward_of(c->fwds.v[i], port, rt))
+      return 1;
+  return 0;
+}
+
+int lc__cluster_pick_port_connected(lc_cluster *c, int *out) {
+  lc_runtime *all[1024], *up[1024];
+  size_t n = lc__cluster_runtimes(c, all, 1024), k = 0;
+  int r;
+  for (size_t i = 0; i < n; i++)
+    if (lc_runtime_is_connected(all[i]))
+      up[k++] = all[i];
+  if ((r = lc_ports_common_free(out, up, k, c->worker_ports)) < 0)
+    return r;
+  if ((r = keep_port(c, *out)) < 0)
+    lc_port_release(*out);
+  return r;
+}
+
+int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
+  size_t ng = lc_group_count(c->group), ns = 0;
+  lc__fwd_spec *spec;
+  int port = w->info.port, r;
+  if (c->w->portless || c->w->mesh == 0)
+    return 0;
+  if ((spec = lc__calloc(ng + 2, sizeof(*spec))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  /* this machine reaches the worker's port on its host */
+  if (!lc__runtime_on_this_machine(w->rt) && !lc__cluster_has_forward(c, w->rt, port))
+    spec[ns++] = (lc__fwd_spec){.rt = w->rt,
+                                .kind = LC_FORWARD_LOCAL,
+                                .port = port,
+                                .target = "127.0.0.1",
+                                .target_port = port};
+  /* every other host reaches it through this machine */
+  for (size_t i = 0; c->w->mesh == LC_WORKER_MESH && i < ng; i++) {
+    lc_runtime *rt = lc_group_at(c->group, i);
+    if (rt == w->rt || lc__runtime_on_this_machine(rt) || !lc_runtime_is_connected(rt) ||
+        lc__cluster_has_forward(c, rt, port))
+      continue;
+    spec[ns++] = (lc__fwd_spec){.rt = rt,
+                                .kind = LC_FORWARD_REMOTE,
+                                .port = port,
+                                .target = "127.0.0.1",
+                                .target_port = port};
+  }
+  r = lc__forwards_new(spec, ns, &c->fwds);
+  free(spec);
+  return r;
+}

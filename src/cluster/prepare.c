@@ -208,3 +208,108 @@ void lc__workers_unstage(lc_cluster *c, lc__wstart *st) {
   free(rts);
   lc__error_set(LC_EREMOTE, "%s", saved); /* the start's error stays the detail */
 }
+
+int lc__worker_stage(lc_cluster *c, lc__worker *w) {
+  lc_runtime *rts[1] = {w->rt};
+  lc_task *task = NULL;
+  lc__buf cmd = {0};
+  const char *wd = NULL;
+  lc_runtime **staged;
+  char name[48];
+  int r = 0;
+
+  if (!has_staging(c))
+    return 0;
+  if (c->w->prepare_host != NULL && !host_staged(c, w->rt)) {
+    if ((staged = lc__realloc(c->staged, (c->nstaged + 1) * sizeof(*staged))) == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    c->staged = staged;
+    if ((r = lc_runtime_workdir(&wd, w->rt)) < 0 || (r = lc_task_new(&task, "prepare_host")) < 0)
+      goto out;
+    if ((r = c->w->prepare_host(c->w, c, lc_runtime_name(w->rt), wd, task)) < 0) {
+      char detail[LC_ERRMSG_MAX];
+      snprintf(detail, sizeof(detail), "%s", lc_error_last());
+      r = lc__error_set(r, "cluster: the worker launcher's prepare_host for %s failed: %s",
+                        lc_runtime_name(w->rt), detail);
+      goto out;
+    }
+    if ((r = run_all(c, rts, &task, 1, "prepare_host")) < 0)
+      goto out;
+    c->staged[c->nstaged++] = w->rt;
+    lc_task_free(task);
+    task = NULL;
+  }
+  if (c->w->prepare_worker == NULL)
+    goto out;
+  snprintf(name, sizeof(name), "prepare_worker-%d", w->info.index);
+  if ((r = lc_task_new(&task, name)) < 0)
+    goto out;
+  if (lc__buf_puts(&cmd, "mkdir -p ") < 0 || lc__buf_shell_quote(&cmd, w->workdir) < 0 ||
+      (r = lc_task_add_run(task, cmd.data)) < 0) {
+    r = r < 0 ? r : lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  if ((r = c->w->prepare_worker(c->w, c, &w->info, task)) < 0) {
+    char detail[LC_ERRMSG_MAX];
+    snprintf(detail, sizeof(detail), "%s", lc_error_last());
+    r = lc__error_set(r, "cluster: the worker launcher's prepare_worker for %s failed: %s",
+                      w->out->tag, detail);
+    goto out;
+  }
+  r = run_all(c, rts, &task, 1, "prepare_worker");
+out:
+  lc_task_free(task);
+  lc__buf_free(&cmd);
+  return r;
+}
+
+void lc__cluster_unstage_host(lc_cluster *c, lc_runtime *rt) {
+  size_t k = 0;
+  for (size_t i = 0; i < c->nstaged; i++)
+    if (c->staged[i] != rt)
+      c->staged[k++] = c->staged[i];
+  c->nstaged = k;
+}
+
+void lc__workers_remove_dirs(lc_cluster *c, size_t from, size_t to) {
+  size_t n = 0, cap = to > from ? to - from : 0;
+  lc_runtime **rts = lc__calloc(cap + 1, sizeof(*rts));
+  lc_task **tasks = lc__calloc(cap + 1, sizeof(*tasks));
+  lc_group_report *rep = NULL;
+
+  for (size_t i = from; rts != NULL && tasks != NULL && i < to; i++) {
+    lc_runtime *rt = c->workers[i].rt;
+    lc__buf cmd = {0};
+    size_t k;
+    for (k = 0; k < n && rts[k] != rt; k++)
+      ;
+    if (k < n || rt == NULL || !lc_runtime_is_connected(rt))
+      continue; /* a lost host's directory went with its connection */
+    lc__buf_puts(&cmd, "rm -rf --");
+    for (size_t j = i; j < to; j++)
+      if (c->workers[j].rt == rt && c->workers[j].workdir != NULL) {
+        lc__buf_puts(&cmd, " ");
+        lc__buf_shell_quote(&cmd, c->workers[j].workdir);
+      }
+    rts[n] = rt;
+    if (cmd.data != NULL && lc_task_new(&tasks[n], "remove") == 0 &&
+        lc_task_add_run(tasks[n], cmd.data) < 0) {
+      lc_task_free(tasks[n]);
+      tasks[n] = NULL;
+    }
+    if (tasks[n] != NULL)
+      n++;
+    lc__buf_free(&cmd);
+  }
+  if (n > 0 &&
+      lc__group_run_tasks(&rep, c->group, rts, (const lc_task *const *)tasks, n, NULL, NULL) == 0)
+    for (size_t i = 0; i < n; i++)
+      if (lc_group_report_error(rep, i) < 0)
+        lc__cluster_note(c, "%s: removing the workers' directories failed: %s",
+                         lc_group_report_host(rep, i), lc_group_report_message(rep, i));
+  lc_group_report_free(rep);
+  for (size_t i = 0; tasks != NULL && i < n; i++)
+    lc_task_free(tasks[i]);
+  free(tasks);
+  free(rts);
+}

@@ -8,16 +8,15 @@
 #include "testenv.h"
 
 #include <signal.h>
-#include <time.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #define HOSTS 8
 #define HEARTBEAT_MS 3000
 #define GRACE_MS 1000
 
 static const char *const commands[] = {
-    "sleep 4301",
-    "sh -c 'sleep 4302 & sleep 4303'",
+    "sleep 4301", "sh -c 'sleep 4302 & sleep 4303'",
     "trap '' TERM; sleep 4304 & wait", /* ignores SIGTERM: needs the SIGKILL after the grace */
     "setsid sleep 4306 </dev/null >/dev/null 2>&1 & sleep 4307", /* leaves the process group */
 };
@@ -123,4 +122,95 @@ static void test_sigkill_leaves_nothing(void) {
   LC_CHECK(left == 0);
 }
 
-LC_TEST_MAIN(LC_TEST(test_sigkill_leaves_nothing))
+/* ---- lc_process_pid ---- */
+
+typedef struct lines {
+  char first[256];
+  int n;
+  int pid_seen; /* a line with the pid mark reached the callback */
+} lines;
+
+static void on_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  lines *l = payload;
+  if (stream != LC_STDOUT)
+    return;
+  if (l->n++ == 0)
+    snprintf(l->first, sizeof(l->first), "%.*s", (int)len, line);
+  l->pid_seen |= memchr(line, '\036', len) != NULL;
+}
+
+static int has_text(long pid, const char *text, const void *arg) {
+  (void)pid;
+  return strstr(text, arg) != NULL;
+}
+
+/* The 5th field of /proc/PID/stat: the process group (the comm in parentheses may hold spaces). */
+static long pgid_of(long pid) {
+  char path[64], buf[512];
+  const char *close_paren;
+  long pgid = -1;
+  FILE *f;
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return -1;
+  if (fgets(buf, sizeof(buf), f) != NULL && (close_paren = strrchr(buf, ')')) != NULL &&
+      sscanf(close_paren + 1, " %*c %*d %ld", &pgid) != 1)
+    pgid = -1;
+  fclose(f);
+  return pgid;
+}
+
+/* On host (lab1 as root, lcfish@lab2, this machine when host is NULL): the pid is the command's
+ * group leader (its environ has the command's variable and LC_LIFELINE, its group is its pid),
+ * and the line that told it reaches no callback; once stopped, nothing is left. */
+static void check_pid(lc_engine *engine, const char *host, int index) {
+  lc_runtime_options o = th_options();
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  const char *env[] = {"LC_PID_TEST=4321", NULL};
+  lc_runtime *rt = NULL;
+  lc_process *p = NULL;
+  lines l = {{0}, 0, 0};
+  long pid = 0;
+  eo.env = env;
+  eo.on_line = on_line;
+  eo.payload = &l;
+  if (host != NULL)
+    LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, host, &o));
+  else
+    LC_REQUIRE_OK(lc_runtime_new_local(&rt, engine, &o));
+  LC_REQUIRE_OK(lc_runtime_spawn(&p, rt, "echo first; exec sleep 4311", &eo));
+  for (int tries = 0; tries < 300 && (pid == 0 || l.n == 0); tries++) {
+    pid = lc_process_pid(p);
+    usleep(50 * 1000); /* a test's bounded poll: the spawn returns before the host ran it */
+  }
+  fprintf(stderr, "  %s: pid %ld, first line \"%s\"\n", host ? host : "localhost", pid, l.first);
+  LC_CHECK(pid > 1);
+  LC_CHECK_STR(l.first, "first");
+  LC_CHECK(!l.pid_seen);
+  if (index >= 0)
+    LC_CHECK(th_each_proc(index, "environ", has_text, "LC_PID_TEST=4321") >= 1);
+  LC_CHECK(th_proc_apply(pid, "environ", has_text, "LC_PID_TEST=4321") == 1);
+  LC_CHECK(th_proc_apply(pid, "environ", has_text, "LC_LIFELINE=") == 1);
+  LC_CHECK(th_proc_apply(pid, "cmdline", th_cmdline_matches, "^sleep 4311") == 1);
+  LC_CHECK(pgid_of(pid) == pid);
+  LC_CHECK_OK(lc_process_stop(p));
+  lc_process_wait(NULL, p, 30000);
+  lc_process_free(p);
+  lc_runtime_free(rt);
+  LC_CHECK(th_proc_apply(pid, "cmdline", th_cmdline_matches, "^sleep 4311") == 0);
+  if (index >= 0)
+    LC_CHECK(th_count_procs(index, "sleep 4311") == 0);
+  LC_CHECK(count_local("sleep 4311") == 0);
+}
+
+static void test_pid(void) {
+  lc_engine *engine = NULL;
+  LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
+  check_pid(engine, "lab1", 1);
+  check_pid(engine, "lcfish@lab2", 2);
+  check_pid(engine, "lctcsh@lab3", 3);
+  check_pid(engine, NULL, -1);
+  lc_engine_free(engine);
+}
+
+LC_TEST_MAIN(LC_TEST(test_sigkill_leaves_nothing), LC_TEST(test_pid))

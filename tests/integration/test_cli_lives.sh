@@ -1,0 +1,299 @@
+#!/usr/bin/env bash
+# test_cli_lives.sh - clusters that live (issue 13), through lazyclusterctl on the real test hosts
+# with the command type: start --detach with a name, list, status, env, logs, scale, stop; a taken
+# name; two clusters at once; --ttl; run; SIGKILL of a supervisor; the control socket and another
+# user; a foreground start seen and stopped from another shell; a plain user with fish as login
+# shell; kill -9 of a worker and its restart; bad input. After every stop or crash: nothing of the
+# cluster left on any host (processes, working directories) nor here (processes, the supervisor,
+# its state directory entry).
+#
+# Time bounds are generous upper limits, not measurements: the issue's "within 10 s" of a restart
+# is checked as 60 s, the heartbeat limit (--heartbeat 5) as 60 s, --ttl 20s as 90 s.
+set -u
+ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
+dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
+th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
+cfg=$dir/ssh_config
+passed=0 failed=0
+tmp=$(mktemp -d)
+token=lcl$$r$RANDOM
+export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
+unset XDG_CACHE_HOME
+mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
+state=$XDG_RUNTIME_DIR/lazycluster
+cleanup() {
+  "$ctl" stop --all >/dev/null 2>&1
+  for p in $(pgrep -f -- "$token"); do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+check() { # NAME CONDITION...
+  local name=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
+  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
+}
+# wait_for SECONDS CONDITION...: true once CONDITION holds, polled every 0.5 s.
+wait_for() {
+  local n=$(($1 * 2)); shift
+  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.5; n=$((n - 1)); done
+  "$@"
+}
+# json FILE EXPR: a Python expression over d, the JSON in FILE (nothing when it is not JSON).
+json() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
+# all 'CONDITION'...: every condition (a shell string) holds.
+all() { local c; for c in "$@"; do eval "$c" || return 1; done; }
+is_json() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
+show() { sed "s/^/  $1: /" "$2" >&2; }
+# The command type with this run's token in every command line, so that its processes (and their
+# lifelines) can be counted on every host: the master answers "m-TAG-TOKEN", worker N "wN-TAG-...".
+cmds() { # TAG
+  echo --master-cmd "exec $ctl serve {master_port} m-$1-$token" \
+    --worker-cmd "exec $ctl serve {worker_port} w{worker_index}-$1-$token"
+}
+# Processes of this run (TAG: of one cluster) on host I / here.
+host_procs() { # I [TAG]
+  "$th" pids "$1" | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done |
+    grep -c -- "${2:+$2-}$token"
+}
+local_procs() { pgrep -fc -- "${1:+$1-}$token"; }
+# A working directory of lazycluster left on host I for USER (default root).
+host_dirs() { # I [USER]
+  local home=/root
+  [ -n "${2:-}" ] && home=/home/$2
+  "$th" exec "$1" -- sh -c "ls -A $home/.cache/lazycluster 2>/dev/null"
+}
+# nothing_left LABEL TAG SUPERVISOR_PID [USER]: nothing of cluster TAG on lab1, lab2 or here.
+nothing_left() {
+  local label=$1 tag=$2 sup=$3 user=${4:-} i
+  for i in 1 2; do
+    check "$label: lab$i: no process left" wait_for 20 [ "$(host_procs $i "$tag")" -eq 0 ]
+    check "$label: lab$i: no working directory left" wait_for 10 [ -z "$(host_dirs $i "$user")" ]
+  done
+  check "$label: no process left here" wait_for 10 [ "$(local_procs "$tag")" -eq 0 ]
+  check "$label: its supervisor is gone" wait_for 10 eval "! kill -0 $sup 2>/dev/null"
+  check "$label: no state directory entry left" [ ! -e "$state/$tag" ]
+}
+# Starts a detached cluster NAME (TAG = NAME) with ARGS...; sets rc, and sup (its supervisor).
+detached() { # NAME ARGS...
+  local name=$1; shift
+  # shellcheck disable=SC2046
+  "$ctl" start --detach --name "$name" $(cmds "$name") "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  rc=$?
+  sup=$("$ctl" status "$name" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
+}
+on2=(-F "$cfg" --hosts lab1,lab2 --heartbeat 5)
+
+# ---- bad input -------------------------------------------------------------------------------
+"$ctl" status nosuch >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "status of an unknown name exits 1" [ "$rc" -eq 1 ]
+check "status of an unknown name names it" grep -q "nosuch" "$tmp/e"
+"$ctl" start --workers 1 --ttl 5x >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "--ttl 5x is refused (exit 2), the value quoted" all '[ "$rc" -eq 2 ]' "grep -q \"'5x'\" \"\$tmp/e\""
+"$ctl" start --workers 1 --restart sometimes >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "--restart sometimes is refused (exit 2), the value quoted" \
+  all '[ "$rc" -eq 2 ]' "grep -q \"'sometimes'\" \"\$tmp/e\""
+"$ctl" scale a >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "scale without --workers is refused (exit 2)" all '[ "$rc" -eq 2 ]' 'grep -q -- --workers "$tmp/e"'
+"$ctl" start --workers 1 --name 'bad/name' >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "a bad --name is refused (exit 2), the name quoted" all '[ "$rc" -eq 2 ]' 'grep -q "bad/name" "$tmp/e"'
+check "nothing was started by bad input" [ -z "$(ls -A "$state" 2>/dev/null)" ]
+
+# ---- two that run in the background of what follows: a ttl, and a supervisor killed ---------
+detached t -F "$cfg" --hosts lab1 --workers 1 --ttl 20s; t_rc=$rc t_sup=$sup
+t_started=$(date +%s)
+check "t (--ttl 20s) starts" [ "$t_rc" -eq 0 ]
+detached k "${on2[@]}" --workers 2; k_sup=$sup
+check "k starts" all '[ "$rc" -eq 0 ]' '[ -n "$k_sup" ]'
+check "k runs its workers on lab1 and lab2" \
+  all '[ "$(host_procs 1 k)" -gt 0 ]' '[ "$(host_procs 2 k)" -gt 0 ]'
+kill -9 "$k_sup"
+k_killed=$(date +%s)
+
+# ---- a: start --detach, list, status, env, logs, scale ----------------------------------------
+detached a "${on2[@]}" --workers 2; a_sup=$sup
+check "start --detach --name a exits 0" [ "$rc" -eq 0 ] || { show out "$tmp/a.out"; show err "$tmp/a.err"; }
+check "it prints the name" grep -qx "name a" "$tmp/a.out"
+check "it prints the master's address" grep -qE "^master localhost:[0-9]+ on " "$tmp/a.out"
+check "it prints where the logs are" grep -qx "logs $state/a/logs" "$tmp/a.out"
+check "its supervisor runs" kill -0 "${a_sup:-0}"
+check "its supervisor is nobody's child (ppid 1 or a subreaper, not this shell)" \
+  [ "$(ps -o ppid= -p "${a_sup:-0}" | tr -d ' ')" != "$$" ]
+check "its supervisor has no terminal and leads no session of this shell" \
+  all '[ "$(ps -o tty= -p "${a_sup:-0}" | tr -d " ")" = "?" ]' \
+  '[ "$(ps -o sid= -p "${a_sup:-0}" | tr -d " ")" != "$(ps -o sid= -p $$ | tr -d " ")" ]'
+"$ctl" list >"$tmp/list" 2>&1
+check "list shows a running, 2/2" grep -qE "^a +running +2/2 " "$tmp/list" || show list "$tmp/list"
+"$ctl" list --json >"$tmp/list.json" 2>&1
+check "list --json is valid JSON" is_json "$tmp/list.json" || show list "$tmp/list.json"
+check "list --json has a" [ "$(json "$tmp/list.json" '[e["name"] for e in d if e["state"] == "running"].count("a")')" = 1 ]
+"$ctl" status a --json >"$tmp/status.json" 2>&1
+check "status a --json is valid JSON" is_json "$tmp/status.json" || show status "$tmp/status.json"
+check "status a --json has name, state, supervisor_pid, master, workers" \
+  [ "$(json "$tmp/status.json" 'all(k in d for k in ("name", "state", "supervisor_pid", "master", "workers"))')" = True ]
+check "status a --json: name a, running, 2 workers, its supervisor" \
+  [ "$(json "$tmp/status.json" '(d["name"], d["state"], len(d["workers"]), d["supervisor_pid"])')" = "('a', 'running', 2, $a_sup)" ]
+"$ctl" status a >"$tmp/status" 2>&1
+check "status a (text) names the workers' hosts" grep -q "lab1" "$tmp/status"
+"$ctl" env a >"$tmp/env" 2>&1
+check "env a prints export lines" grep -q "^export LAZYCLUSTER_MASTER_PORT=" "$tmp/env"
+answer=$( (eval "$(cat "$tmp/env")"; exec 3<>"/dev/tcp/127.0.0.1/$LAZYCLUSTER_MASTER_PORT" && head -1 <&3) 2>&1)
+check "after eval of env a, LAZYCLUSTER_MASTER_PORT reaches a's master" [ "$answer" = "m-a-$token" ]
+check "env a names the cluster" grep -q "^export LAZYCLUSTER_NAME='\?a'\?$" "$tmp/env"
+check "a's logs have worker 0's output" wait_for 10 eval "'$ctl' logs a --worker 0 | grep -q 'w0-a-$token listening on'"
+"$ctl" logs a --worker 0 --tail 5 >"$tmp/logs" 2>&1; rc=$?
+check "logs a --worker 0 --tail 5 exits 0, at most 5 lines, tagged" \
+  all '[ "$rc" -eq 0 ]' '[ "$(wc -l <"$tmp/logs")" -le 5 ]' 'grep -qE "^\[lab[12] worker-0\] " "$tmp/logs"'
+check "logs a --worker 0 shows no other worker" eval "! grep -q 'worker-1' '$tmp/logs'"
+"$ctl" logs a >"$tmp/logs.all" 2>&1
+check "logs a has the master, the workers and the events" \
+  all 'grep -q "\[localhost master\]" "$tmp/logs.all"' 'grep -q "worker-1\]" "$tmp/logs.all"' \
+  'grep -q "workers up: 2/2" "$tmp/logs.all"'
+
+# a taken name
+"$ctl" start --detach --name a "${on2[@]}" --workers 1 >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "a second start --name a is refused (exit 1)" [ "$rc" -eq 1 ]
+check "the refusal names the running one" grep -q "'a' is running.*pid $a_sup" "$tmp/e" || show err "$tmp/e"
+"$ctl" start --name a "${on2[@]}" --workers 1 >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "a foreground start --name a is refused too" all '[ "$rc" -eq 1 ]' "grep -q \"'a' is running\" \"\$tmp/e\""
+check "a still runs its 2 workers" all '[ "$(host_procs 1 a)" -gt 0 ]' '[ "$(host_procs 2 a)" -gt 0 ]'
+
+# b beside a on the same hosts: no port or name collision
+detached b "${on2[@]}" --workers 2; b_sup=$sup
+check "b starts beside a" [ "$rc" -eq 0 ] || show err "$tmp/b.err"
+"$ctl" status b --json >"$tmp/b.json" 2>&1
+ports_a=$(json "$tmp/status.json" '" ".join(str(p) for p in sorted([d["master"]["port"]] + [w["port"] for w in d["workers"]]))')
+ports_b=$(json "$tmp/b.json" '" ".join(str(p) for p in sorted([d["master"]["port"]] + [w["port"] for w in d["workers"]]))')
+check "a and b have 3 ports each, none shared" \
+  [ "$(echo $ports_a $ports_b | tr ' ' '\n' | sort -u | wc -l)" -eq 6 ]
+bport=$(json "$tmp/b.json" 'd["master"]["port"]')
+answer=$( (exec 3<>"/dev/tcp/127.0.0.1/$bport" && head -1 <&3) 2>&1)
+check "b's master answers as b's" [ "$answer" = "m-b-$token" ]
+"$ctl" list >"$tmp/list" 2>&1
+check "list shows a and b running" grep -qE "^a +running" "$tmp/list" && grep -qE "^b +running" "$tmp/list"
+
+# kill -9 of one of b's workers: restarted (the repair of the cluster layer)
+wpid=$(json "$tmp/b.json" 'd["workers"][0]["pid"]')
+whost=$(json "$tmp/b.json" 'd["workers"][0]["host"]')
+check "b's worker 0 has a pid and a host" all '[ -n "$wpid" ]' '[ "$wpid" != 0 ]' '[ -n "$whost" ]'
+"$th" exec "$whost" -- kill -9 "$wpid"
+restarted() {
+  "$ctl" status b --json >"$tmp/b2.json" 2>/dev/null &&
+    [ "$(json "$tmp/b2.json" '(d["workers"][0]["restarts"], d["workers"][0]["state"], d["state"])')" = "(1, 'running', 'running')" ]
+}
+check "kill -9 of b's worker 0: status shows restarts 1, running (within 60 s)" wait_for 60 restarted ||
+  show status "$tmp/b2.json"
+check "the restart is in b's events" eval "'$ctl' logs b | grep -q 'worker-0 restarted'"
+
+# scale a to 3, then to 1
+"$ctl" scale a --workers 3 >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "scale a --workers 3 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
+"$ctl" status a --json >"$tmp/s3.json" 2>&1
+check "a has 3 workers" [ "$(json "$tmp/s3.json" 'len(d["workers"])')" = 3 ]
+serves() { # TAG: serve processes of cluster TAG's workers on lab1 and lab2
+  echo $(($("$th" pids 1 | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token") +
+    $("$th" pids 2 | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token")))
+}
+check "3 of a's workers run on the hosts" [ "$(serves a)" -eq 3 ]
+"$ctl" scale a --workers 1 >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "scale a --workers 1 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
+"$ctl" status a --json >"$tmp/s1.json" 2>&1
+check "a has 1 worker" [ "$(json "$tmp/s1.json" 'len(d["workers"])')" = 1 ]
+check "1 of a's workers runs on the hosts" wait_for 10 [ "$(serves a)" -eq 1 ]
+
+# stop a and b
+"$ctl" stop a >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "stop a exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
+nothing_left "stop a" a "$a_sup"
+check "b still runs after a's stop" kill -0 "$b_sup"
+"$ctl" stop b >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "stop b exits 0" [ "$rc" -eq 0 ]
+nothing_left "stop b" b "$b_sup"
+
+# ---- k: its supervisor was killed (SIGKILL) ----------------------------------------------------
+check "k: nothing on lab1 and lab2 within the heartbeat limit (60 s)" \
+  wait_for $((60 - ($(date +%s) - k_killed))) eval '[ "$(host_procs 1 k)" -eq 0 ] && [ "$(host_procs 2 k)" -eq 0 ]'
+"$ctl" list >"$tmp/list" 2>&1
+check "list shows k as gone" grep -qE "^k +gone " "$tmp/list" || show list "$tmp/list"
+"$ctl" list >"$tmp/list" 2>&1
+check "the next list does not show k at all" eval "! grep -q '^k ' '$tmp/list'"
+nothing_left "SIGKILL of k's supervisor" k "$k_sup"
+
+# ---- t: --ttl 20s ------------------------------------------------------------------------------
+check "t stops by itself (--ttl 20s, within 90 s)" \
+  wait_for $((90 - ($(date +%s) - t_started))) eval "! kill -0 $t_sup 2>/dev/null"
+check "t ran at least its 20 s" [ $(($(date +%s) - t_started)) -ge 19 ]
+"$ctl" list >"$tmp/list" 2>&1
+check "list shows t as ended by its time (expired), once" grep -qE "^t +expired " "$tmp/list" || show list "$tmp/list"
+"$ctl" list >"$tmp/list" 2>&1
+check "then t is gone from list" eval "! grep -q '^t ' '$tmp/list'"
+for i in 1; do
+  check "t: lab$i: no process left" wait_for 10 [ "$(host_procs $i t)" -eq 0 ]
+  check "t: lab$i: no working directory left" [ -z "$(host_dirs $i)" ]
+done
+check "t: nothing left here" all '[ "$(local_procs t)" -eq 0 ]' '[ ! -e "$state/t" ]'
+
+# ---- run -- sh -c 'exit 7' ---------------------------------------------------------------------
+# shellcheck disable=SC2046
+"$ctl" run -F "$cfg" --hosts lab1 --workers 1 $(cmds r) -- sh -c 'echo "$LAZYCLUSTER_NAME $LAZYCLUSTER_MASTER_ADDR:$LAZYCLUSTER_MASTER_PORT"; exit 7' >"$tmp/run.out" 2>"$tmp/run.err"; rc=$?
+check "run -- sh -c 'exit 7' exits 7" [ "$rc" -eq 7 ] || show err "$tmp/run.err"
+check "the driver had the cluster's context" grep -qE "^lc-[a-z0-9-]+ localhost:[0-9]+$" "$tmp/run.out" || show out "$tmp/run.out"
+check "run: nothing left on lab1" wait_for 10 [ "$(host_procs 1 r)" -eq 0 ]
+check "run: no working directory on lab1" [ -z "$(host_dirs 1)" ]
+check "run: nothing left here, no state entry" all '[ "$(local_procs r)" -eq 0 ]' '[ -z "$(ls -A "$state")" ]'
+# shellcheck disable=SC2046
+"$ctl" run --workers 1 $(cmds r) -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
+check "run: a driver ended by SIGTERM gives 143" [ "$rc" -eq 143 ]
+
+# ---- the control socket refuses another user ---------------------------------------------------
+detached c --workers 1; c_sup=$sup
+check "c starts (this machine)" [ "$rc" -eq 0 ]
+chmod 711 "$tmp" "$XDG_RUNTIME_DIR"
+runuser -u nobody -- env XDG_RUNTIME_DIR="$XDG_RUNTIME_DIR" HOME=/nonexistent "$ctl" status c >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "status c as nobody fails" all '[ "$rc" -ne 0 ]' '! grep -q running "$tmp/o"'
+# The socket's mode (0600) and the state directory's (0700) keep nobody out before it could ask;
+# open them for this check, so that the supervisor's own SO_PEERCRED check is what refuses.
+check "the control socket is 0600" [ "$(stat -c %a "$state/c/control.sock")" = 600 ]
+chmod 711 "$state" "$state/c"
+chmod 666 "$state/c/control.sock"
+runuser -u nobody -- /usr/bin/python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"status\n")
+print(s.recv(4096).decode(errors="replace"))' "$state/c/control.sock" >"$tmp/o" 2>"$tmp/e"
+check "the supervisor answers nobody no status" eval "! grep -q 'running' '$tmp/o'"
+check "the supervisor logged the refusal of uid $(id -u nobody)" \
+  wait_for 5 eval "'$ctl' logs c | grep -q 'refused a connection from uid $(id -u nobody)'"
+chmod 600 "$state/c/control.sock"
+chmod 700 "$state" "$state/c" "$XDG_RUNTIME_DIR"
+"$ctl" stop c >/dev/null 2>&1
+check "c stops" wait_for 10 eval "! kill -0 $c_sup 2>/dev/null"
+check "c: nothing left here" all '[ "$(local_procs c)" -eq 0 ]' '[ ! -e "$state/c" ]'
+
+# ---- a foreground start, seen and stopped from another shell -----------------------------------
+# shellcheck disable=SC2046
+"$ctl" start --name f "${on2[@]}" --workers 2 $(cmds f) >"$tmp/f.out" 2>"$tmp/f.err" &
+f_pid=$!
+check "the foreground start f is ready" wait_for 60 grep -q "^ready:" "$tmp/f.out" || show err "$tmp/f.err"
+"$ctl" status f --json >"$tmp/f.json" 2>&1
+check "status f from another shell: running, its pid is the start's" \
+  [ "$(json "$tmp/f.json" '(d["state"], d["supervisor_pid"])')" = "('running', $f_pid)" ]
+"$ctl" stop f >"$tmp/o" 2>&1; rc=$?
+check "stop f exits 0" [ "$rc" -eq 0 ]
+wait "$f_pid"; rc=$?
+check "the foreground start exits 0 after the stop" [ "$rc" -eq 0 ]
+check "it said why it stopped" grep -q "stopping (asked by" "$tmp/f.err"
+nothing_left "foreground f" f "$f_pid"
+
+# ---- a plain user whose login shell is fish ----------------------------------------------------
+detached fish -F "$cfg" --hosts lcfish@lab1,lcfish@lab2 --heartbeat 5 --workers 2; fish_sup=$sup
+check "start --detach on lcfish@lab1,lcfish@lab2 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/fish.err"
+"$ctl" status fish --json >"$tmp/fish.json" 2>&1
+check "fish: 2 workers running" [ "$(json "$tmp/fish.json" '[w["state"] for w in d["workers"]]')" = "['running', 'running']" ]
+"$ctl" stop fish >/dev/null 2>&1; rc=$?
+check "stop fish exits 0" [ "$rc" -eq 0 ]
+nothing_left "fish" fish "$fish_sup" lcfish
+
+check "the state directory is empty at the end" [ -z "$(ls -A "$state")" ]
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
