@@ -38,10 +38,10 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
+check() { # WHAT CONDITION... (not "name": the cluster's name is $name, and the client uses it)
+  local what=$1; shift
+  if "$@"; then passed=$((passed + 1)); echo "ok   $what" >&2
+  else failed=$((failed + 1)); echo "FAIL $what" >&2; fi
 }
 say() { echo "  $*" >&2; }
 now() { date +%s.%N; }
@@ -74,18 +74,23 @@ print(" ".join(map(str, v)) if isinstance(v, (list, tuple)) else v)' "$tmp/st.js
 # computes on them. Prints "N workers on HOSTS, sum of squares 0..99 = 328350, after S s" and
 # writes the workers' pids to PIDS. Exit 1 when that did not happen within LIMIT seconds.
 cat >"$tmp/client.py" <<'EOF'
-import os, socket, sys, time, warnings
+import os, signal, socket, sys, time, warnings
 warnings.simplefilter("ignore")
 import logging
 logging.disable(logging.ERROR)
 from distributed import Client
 n, limit, pids_out = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 old = set(open(sys.argv[4]).read().split()) if len(sys.argv) > 4 else None
+seen = None
+def give_up(*_):  # a call that hangs (a worker that went away mid-call) still ends in time
+    print("not %d workers within %g s (a call hung); last seen: %s" % (n, limit, seen))
+    os._exit(1)
+signal.signal(signal.SIGALRM, give_up)
+signal.alarm(int(limit) + 10)
 t0 = time.monotonic()
 c = Client(timeout=30)  # DASK_SCHEDULER_ADDRESS, from `lazyclusterctl env`
 def me():
     return socket.gethostname(), os.getpid()
-seen = None
 while time.monotonic() - t0 < limit:
     try:
         if len(c.scheduler_info()["workers"]) == n:
@@ -110,7 +115,7 @@ print("not %d workers%s within %g s; last seen: %s"
 sys.exit(1)
 EOF
 client() { # N LIMIT [OLD]: runs the client with the cluster's environment; its line in $tmp/client
-  (eval "$("$ctl" env "$name")" && timeout $(( ${2%.*} + 60 )) python3 "$tmp/client.py" \
+  (eval "$("$ctl" env "$name")" && timeout $(( ${2%.*} + 30 )) python3 "$tmp/client.py" \
     "$1" "$2" "$tmp/pids.new" ${3:+"$3"}) >"$tmp/client" 2>"$tmp/client.err"
   local rc=$?
   say "client: $(cat "$tmp/client")"
@@ -128,7 +133,7 @@ host_state() { # I KIND -> lines
            done ;;
     listen) "$th" exec "$1" -- ss -ltnH | awk '{ print $4 }' | sort ;;
     dirs) ls -A "$dir/hosts/$1/home/.cache/lazycluster" 2>/dev/null | sort ;;
-    tmp) "$th" exec "$1" -- ls -A /tmp | sort ;;
+    tmp) "$th" exec "$1" -- find /tmp -mindepth 1 -maxdepth 3 | sort ;;
   esac
 }
 for i in 0 1 2 3 4 5 6 7; do
@@ -270,7 +275,8 @@ t=$(now)
 timeout 180 "$ctl" stop "$name" >"$tmp/stop" 2>&1; rc=$?
 say "stop: exit $rc after $(since "$t") s: $(tr '\n' ' ' <"$tmp/stop")"
 check "stop exits 0" [ "$rc" -eq 0 ]
-check "here: the supervisor is gone" sh -c "[ -n '$sup' ] && ! kill -0 '$sup' 2>/dev/null"
+sup_gone() { ! kill -0 "$sup" 2>/dev/null; }
+check "here: the supervisor is gone (within 10 s of stop's exit)" within 10 sup_gone
 left=$(pgrep -af 'dask[ -]scheduler' | grep -F -- "--port $mport ")
 [ -z "$left" ] || say "scheduler left: $left"
 check "here: the scheduler (port $mport) is gone" [ -z "$left" ]
