@@ -90,6 +90,14 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
   return *out ? 0 : lc_error_set(-ENOMEM, "out of memory");
 }
 
+/* sh text that sets $p to a Python with Dask: the one that runs the scheduler has it; a python3
+ * first in PATH may not. */
+#define DASK_FIND_PYTHON                                                                           \
+  "s=$(command -v dask || command -v dask-scheduler); "                                            \
+  "py=$(sed -n '1s/^#! *//p' \"$s\" 2>/dev/null); "                                                \
+  "for p in $py python3 /usr/bin/python3; do \"$p\" -c 'import distributed' "                      \
+  "2>/dev/null && break; done; "
+
 /* Asks the scheduler through a real Dask client whether it has n workers (for a scheduler whose
  * log says nothing). */
 static int ask_scheduler(lc_cluster *c, int n, int timeout_ms) {
@@ -100,14 +108,10 @@ static int ask_scheduler(lc_cluster *c, int n, int timeout_ms) {
   int r;
   /* the Python that runs the scheduler has Dask; a python3 first in PATH may not */
   snprintf(cmd, sizeof(cmd),
-           "s=$(command -v dask || command -v dask-scheduler); "
-           "py=$(sed -n '1s/^#! *//p' \"$s\" 2>/dev/null); "
-           "for p in $py python3 /usr/bin/python3; do \"$p\" -c 'import distributed' "
-           "2>/dev/null && break; done; "
-           "exec \"$p\" -c 'import sys, distributed\n"
-           "c = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=%d)\n"
-           "c.wait_for_workers(%d, timeout=%d)\n"
-           "print(len(c.scheduler_info()[\"workers\"]))'",
+           DASK_FIND_PYTHON "exec \"$p\" -c 'import sys, distributed\n"
+                            "c = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=%d)\n"
+                            "c.wait_for_workers(%d, timeout=%d)\n"
+                            "print(len(c.scheduler_info()[\"workers\"]))'",
            lc_cluster_master_port(c), timeout_ms / 1000 + 1, n, timeout_ms / 1000 + 1);
   eo.timeout_ms = timeout_ms + 10000;
   if ((r = lc_runtime_exec(&res, rt, cmd, &eo)) < 0)
@@ -132,6 +136,42 @@ static int wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeou
     return lc_error_set(-ETIMEDOUT, "the Dask scheduler did not report %d workers within %.1f s", n,
                         timeout_ms / 1000.0);
   return r;
+}
+
+/*
+ * lc_cluster_scale's graceful way: the scheduler retires the workers by name (worker-N), which
+ * moves the data they hold to the others first and closes them (with their nannies); the cluster
+ * stops what is left of them afterwards.
+ */
+static int retire(lc_worker_launcher *self, lc_cluster *c, const size_t *workers, size_t n,
+                  int timeout_ms) {
+  lc_runtime *rt = lc_cluster_master_runtime(c);
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res = {0};
+  char names[4096] = "", cmd[8192];
+  size_t used = 0;
+  int r;
+  (void)self;
+  if (rt == NULL || n == 0)
+    return 0;
+  for (size_t k = 0; k < n && used + 32 < sizeof(names); k++)
+    used += (size_t)snprintf(names + used, sizeof(names) - used, "%s\"worker-%zu\"", k ? "," : "",
+                             workers[k]);
+  snprintf(cmd, sizeof(cmd),
+           DASK_FIND_PYTHON "exec \"$p\" -c 'import distributed\n"
+                            "c = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=%d)\n"
+                            "r = c.retire_workers(names=[%s], close_workers=True)\n"
+                            "print(\"retired\", len(r))'",
+           lc_cluster_master_port(c), timeout_ms / 1000 + 1, names);
+  eo.timeout_ms = timeout_ms;
+  if ((r = lc_runtime_exec(&res, rt, cmd, &eo)) < 0)
+    return r;
+  if (res.exit_status != 0)
+    return lc_error_set(LC_EREMOTE,
+                        "dask: the scheduler did not retire %s (the client exited "
+                        "with status %d)",
+                        names, res.exit_status);
+  return 0;
 }
 
 static void dask_free(dask_type *t) {
@@ -177,6 +217,7 @@ static int dask_make(lc_master_launcher **master, lc_worker_launcher **worker,
   t->worker.mesh = LC_WORKER_MESH;
   t->worker.aux_port = 1;
   t->worker.early = 1; /* a Dask worker retries the scheduler until it answers */
+  t->worker.retire = retire;
   *master = &t->master;
   *worker = &t->worker;
   return 0;

@@ -367,7 +367,8 @@ LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
 /**
  * Holds the cluster for up to timeout_ms (negative: forever; 0: one look) and repairs it: the
  * caller of a long-lived cluster calls it in a loop (the blocking launcher methods of a restart
- * run in it).
+ * run in it: a restart that is due blocks until that process is ready or failed, which may take
+ * the call past timeout_ms; a backoff never does).
  *
  * A worker that ends on its own gets WORKER_DOWN, then, as the restart policy says, is started
  * again after its backoff (WORKER_RESTARTED once it is ready) or given up (WORKER_FAILED). A

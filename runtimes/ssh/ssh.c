@@ -1076,7 +1076,10 @@ static void on_tcp_writable(uv_poll_t *h, int status, int events) {
   }
   {
     int fd = c->sock, flags = fcntl(fd, F_GETFL), one = 1;
-    unsigned int user_timeout = (unsigned int)c->rt->opts.keepalive_timeout_ms;
+    /* unanswered data is given up after two thirds of the limit: the keepalive sends something
+     * every third, so a host silent for the whole limit is declared dead within it */
+    unsigned int user_timeout =
+        (unsigned int)(c->rt->opts.keepalive_timeout_ms - c->rt->opts.keepalive_timeout_ms / 3);
     int idle =
         c->rt->opts.keepalive_timeout_ms / 3000 > 0 ? c->rt->opts.keepalive_timeout_ms / 3000 : 1;
     fcntl(fd, F_SETFL, flags & ~O_NONBLOCK); /* libssh expects a blocking socket */

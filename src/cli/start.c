@@ -475,8 +475,6 @@ static void report_ready(cli_launch *s) {
   free(msg);
   close(s->report_fd);
   s->report_fd = -1;
-  if (chdir("/") < 0) /* hold no directory of the starting shell */
-    perror("chdir /");
 }
 
 /* Tells the starting process why the start failed: what the supervisor wrote to stderr. */

@@ -37,8 +37,10 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL && opts->version >= 4)
+  if (opts != NULL && opts->version >= 5)
     c->opts = *opts;
+  else if (opts != NULL && opts->version == 4) /* version 4 ends with exclude_master_host */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, restart));
   else if (opts != NULL && opts->version == 3) /* version 3 ends with worker_timeout_option */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_output));
   else if (opts != NULL && opts->version == 2) /* version 2 ends with on_event */
@@ -47,6 +49,15 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_event));
   if (c->opts.master_port <= 0)
     c->opts.master_port = 60000;
+  /* the repair: what older callers got is never to restart */
+  if (c->opts.version < 5)
+    c->opts.restart = LC_RESTART_NEVER;
+  if (c->opts.max_restarts == 0)
+    c->opts.max_restarts = 5;
+  if (c->opts.restart_window_ms == 0)
+    c->opts.restart_window_ms = 600000;
+  if (c->opts.restart_backoff_ms == 0)
+    c->opts.restart_backoff_ms = 1000;
   /* the start limits: the options', else the type's, else the library's */
   c->master_timeout_src = LC__LIMIT_ASKED;
   if (c->opts.master_timeout_ms <= 0) {
@@ -76,6 +87,20 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     r = lc__error_set(-EINVAL,
                       "cluster: placement %d is unknown (LC_PLACE_SPREAD or LC_PLACE_PACK)",
                       c->opts.placement);
+    goto out;
+  }
+  if (c->opts.restart != LC_RESTART_ON_FAILURE && c->opts.restart != LC_RESTART_NEVER &&
+      c->opts.restart != LC_RESTART_ALWAYS) {
+    r = lc__error_set(-EINVAL,
+                      "cluster: restart policy %d is unknown (LC_RESTART_ON_FAILURE, "
+                      "LC_RESTART_NEVER or LC_RESTART_ALWAYS)",
+                      c->opts.restart);
+    goto out;
+  }
+  if (c->opts.restart_window_ms < 0 || c->opts.ttl_ms < 0) {
+    r = lc__error_set(-EINVAL, "cluster: %s %lld is negative",
+                      c->opts.ttl_ms < 0 ? "ttl_ms" : "restart_window_ms",
+                      c->opts.ttl_ms < 0 ? c->opts.ttl_ms : (long long)c->opts.restart_window_ms);
     goto out;
   }
   if (c->opts.max_workers_per_host < 0) {
@@ -122,6 +147,7 @@ void lc_cluster_free(lc_cluster *c) {
     lc__worker_clear(&c->workers[i]);
   lc_process_free(c->master_proc);
   lc__output_free(c->master_out);
+  lc__restart_log_free(&c->master_restart_log);
   lc__fwdlist_free(&c->fwds);
   lc__cluster_release_ports(c, 0);
   lc__hosts_free(c);
@@ -203,9 +229,13 @@ int lc_cluster_start(lc_cluster *c, int n) {
 
   if (c->master_proc != NULL)
     return n > 0 ? lc_cluster_start_workers(c, n) : 0;
-  if (n < 1)
-    return n == 0 ? lc_cluster_start_master(c)
-                  : lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
+  if (n < 1) {
+    if (n < 0)
+      return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
+    if ((r = lc_cluster_start_master(c)) == 0)
+      lc__repair_started(c);
+    return r;
+  }
   if ((r = lc__master_runtime(c)) < 0)
     return r;
   lc__cluster_workdirs_begin(c);
@@ -243,6 +273,7 @@ out:
     lc__cluster_release_ports(c, mark);
     return lc__error_set(r, "%s", saved);
   }
+  lc__repair_started(c);
   return 0;
 }
 
@@ -367,42 +398,52 @@ int lc_cluster_counter_wait(lc_cluster *c, long n, int timeout_ms, long *changes
   }
 }
 
-/* The first process that ended on its own and was not reported yet: marked reported, its DOWN
- * event sent, LC_EREMOTE naming it; else 0. */
-static int report_ended(lc_cluster *c) {
-  char msg[4400];
-  int which;
-  if (!find_ended(c, &which, 1))
-    return 0;
-  ended_text(c, which, msg, sizeof(msg));
-  lc__cluster_note(c, "%s", msg);
-  if (which < 0) {
-    c->master_reported = 1;
-    lc__cluster_emit(c, LC_CLUSTER_MASTER_DOWN, -1);
-  } else {
-    c->workers[which].reported = 1;
-    c->workers[which].ready = 0;
-    lc__cluster_emit(c, LC_CLUSTER_WORKER_DOWN, which);
-  }
-  return lc__error_set(LC_EREMOTE, "%s", msg);
-}
-
+/*
+ * Holds and repairs the cluster (repair.c does each look): between looks it waits on a running
+ * process, or on the counter's condition when none runs, for at most a poll's time and never past
+ * the next due restart, the ttl or the caller's limit.
+ */
 int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
   int r;
   for (;;) {
     lc_process *some = NULL;
-    if ((r = lc__hosts_tick(c)) < 0 || (r = report_ended(c)) < 0)
+    uint64_t due = 0, now, pause = LC__POLL_MS * 4;
+    int pending = 0;
+    if ((r = lc__repair_look(c, &due, &pending)) < 0)
       return r;
     if (reportable(c->master_proc, 0, c->master_reported))
       some = c->master_proc;
     for (size_t i = 0; i < c->nworkers && some == NULL; i++)
       if (reportable(c->workers[i].proc, c->workers[i].stopped, c->workers[i].reported))
         some = c->workers[i].proc;
-    if (some == NULL)
+    if (some == NULL && !pending)
       return lc__error_set(-EINVAL, "cluster: nothing runs");
-    if (timeout_ms >= 0 && lc__now_ms() >= deadline)
+    now = lc__now_ms();
+    if (timeout_ms >= 0 && now >= deadline)
       return -ETIMEDOUT;
-    lc_process_wait(NULL, some, LC__POLL_MS * 4);
+    if (due != 0)
+      pause = due <= now ? 0 : due - now < pause ? due - now : pause;
+    if (timeout_ms >= 0 && deadline - now < pause)
+      pause = deadline - now;
+    if (c->ttl_end != 0)
+      pause = c->ttl_end <= now ? 0 : c->ttl_end - now < pause ? c->ttl_end - now : pause;
+    if (pause == 0)
+      continue;
+    if (some != NULL) {
+      lc_process_wait(NULL, some, (int)pause);
+    } else {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += (time_t)(pause / 1000);
+      ts.tv_nsec += (long)(pause % 1000) * 1000000L;
+      if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+      }
+      pthread_mutex_lock(&c->mu);
+      pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+      pthread_mutex_unlock(&c->mu);
+    }
   }
 }

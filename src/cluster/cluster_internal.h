@@ -36,6 +36,13 @@ typedef struct lc__output {
   size_t err_next;
 } lc__output;
 
+/* The restarts of one process (a worker, the master) within the restart window, oldest first:
+ * lc__now_ms of each, for max_restarts and the backoff (repair.c). */
+typedef struct lc__restart_log {
+  uint64_t *at;
+  size_t n, cap;
+} lc__restart_log;
+
 /* The cluster's record of one worker. Caller's thread only (the thread in a call of the
  * cluster), except out, which the engine thread reads. */
 typedef struct lc__worker {
@@ -49,11 +56,11 @@ typedef struct lc__worker {
   int stopped;  /* by lc_cluster_worker_stop (proc is NULL): no report, no DOWN event */
   int reported; /* its end was reported by lc_cluster_wait (after WORKER_DOWN) */
   /* repair (repair.c, hosts.c): */
-  int state;              /* lc_worker_state */
-  int restarts;           /* over the cluster's life */
-  uint64_t restart_at[8]; /* lc__now_ms of its latest restarts, a ring for max_restarts */
-  uint64_t next_start;    /* lc__now_ms: when a BACKOFF or WAITING worker may start again */
-  long long started_ms;   /* wall-clock ms of its current process's start, or 0 */
+  int state;                   /* lc_worker_state */
+  int restarts;                /* over the cluster's life */
+  lc__restart_log restart_log; /* its restarts within the window */
+  uint64_t next_start;         /* lc__now_ms: when a BACKOFF or WAITING worker may start again */
+  long long started_ms;        /* wall-clock ms of its current process's start, or 0 */
   int ended, last_status, last_signal; /* its last end */
   char last_end[256];                  /* how that end was worded */
   int took; /* hosts.c: its last end was its host's loss (moved or WAITING, not a restart) */
@@ -99,6 +106,13 @@ struct lc_cluster {
   size_t nstaged;
   lc__host *hosts; /* hosts.c: what the cluster knows of each group runtime */
   size_t nhosts;
+  /* repair (repair.c) */
+  int master_backoff;         /* the master ended and starts again at master_next_start */
+  uint64_t master_next_start; /* lc__now_ms */
+  int master_restarts;        /* over the cluster's life */
+  lc__restart_log master_restart_log;
+  uint64_t ttl_end; /* lc__now_ms when the ttl is up, or 0 (none, or not started) */
+  int expired;      /* the EXPIRED event went out */
 };
 
 /* Every group runtime's listening ports, one listing each and all at once. */
@@ -210,6 +224,12 @@ int lc__cluster_place(lc_cluster *c, size_t first, size_t n);
 char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
 int lc__worker_spawn(lc_cluster *c, lc__worker *w);
 
+/* ---- worker.c ---- */
+/* Starts w again on its place (its ended process, if any, freed first) and waits until it is
+ * ready; on failure its new process is ended (w->proc NULL, w->stopped set) and *res has how it
+ * ended (exit_status -1 and no signal: it was not ready in time). */
+int lc__worker_respawn(lc_cluster *c, lc__worker *w, lc_exec_result *res);
+
 /* ---- master.c ---- */
 void lc__cluster_workdirs_begin(lc_cluster *c);
 int lc__master_runtime(lc_cluster *c);
@@ -217,6 +237,10 @@ void lc__master_drop(lc_cluster *c);
 int lc__master_attempt(lc_cluster *c, int attempt, const lc__hostscan *sc, int *port);
 int lc__master_await(lc_cluster *c, int port, int *retry);
 int lc__master_finish(lc_cluster *c, size_t fwd_mark, int *retry);
+/* Starts the master that ended again on its host and port (its tunnels stay) and waits until it
+ * is ready. On failure the new process is ended and kept as c->master_proc (ended), and *res has
+ * how it ended (exit_status -1 and no signal: it still ran, not ready in time). */
+int lc__master_respawn(lc_cluster *c, lc_exec_result *res);
 
 /* ---- workers.c ---- */
 void lc__worker_clear(lc__worker *w);
@@ -244,6 +268,15 @@ void lc__workers_remove_dirs(lc_cluster *c, size_t from, size_t to);
 /* ---- repair.c: lc_cluster_wait's repair (restart policy, backoff, master end, ttl) ---- */
 /* Wall-clock ms since the Unix epoch (lc__now_ms, in internal.h, is monotonic). */
 long long lc__wall_ms(void);
+/* One look of lc_cluster_wait: the ttl, the hosts (lc__hosts_tick), the processes that ended
+ * (each reported, restarted later or given up, as the policy says), and the restarts that are
+ * due (they block until ready). Returns 0, or what lc_cluster_wait returns for an end that is
+ * the caller's (LC_EREMOTE, -ETIME). *due: the earliest lc__now_ms a restart waits for, else 0;
+ * *pending: a worker or the master waits for a restart or for its host. */
+int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending);
+/* The ttl starts: lc_cluster_start succeeded. */
+void lc__repair_started(lc_cluster *c);
+void lc__restart_log_free(lc__restart_log *l);
 
 /* ---- hosts.c: lost hosts and their workers ---- */
 /* One look at the hosts, from lc_cluster_wait: a host that stopped answering is marked lost

@@ -91,9 +91,12 @@ int lc__worker_spawn(lc_cluster *c, lc__worker *w) {
   snprintf(label, sizeof(label), "worker-%d", w->info.index);
   eo.label = label;
   /* the directory and cluster.json are made before the command, through the channel */
-  if ((r = lc__runtime_spawn_setup(&w->proc, w->rt, cmd, &eo, full.data)) == 0)
+  if ((r = lc__runtime_spawn_setup(&w->proc, w->rt, cmd, &eo, full.data)) == 0) {
+    w->state = LC_WORKER_STARTING;
+    w->started_ms = lc__wall_ms();
     lc__cluster_note(c, "%s starting on port %d%s: %s", w->out->tag, w->info.port,
                      w->info.gpu >= 0 ? " with its GPU" : "", cmd);
+  }
 out:
   lc_free(q_dir);
   lc_free(q_json);

@@ -197,3 +197,44 @@ int lc_cluster_start_master(lc_cluster *c) {
   }
   return 0;
 }
+
+int lc__master_respawn(lc_cluster *c, lc_exec_result *res) {
+  lc_process *old = c->master_proc;
+  lc__output *old_out = c->master_out;
+  int r, port = c->master_port;
+
+  res->exit_status = -1;
+  res->signal = 0;
+  c->master_proc = NULL;
+  c->master_out = NULL;
+  if ((r = master_spawn(c, port)) < 0) { /* the ended one stays the cluster's master */
+    c->master_proc = old;
+    c->master_out = old_out;
+    c->master_port = port;
+    return r;
+  }
+  lc_process_free(old);
+  lc__output_free(old_out);
+  c->master_reported = 0;
+  if (c->m->wait_ready != NULL)
+    r = c->m->wait_ready(c->m, c, port, c->opts.master_timeout_ms);
+  else
+    r = lc_ports_wait_listening(c->master_rt, port, c->master_proc, c->opts.master_timeout_ms);
+  if (r < 0) {
+    char msg[4096], limit[640] = "(it died)";
+    if (lc_process_wait(NULL, c->master_proc, 0) == -ETIMEDOUT) {
+      snprintf(limit, sizeof(limit), "within ");
+      lc__cluster_limit_text(c, 1, limit + strlen(limit), sizeof(limit) - strlen(limit));
+      lc_process_stop(c->master_proc);
+      lc_process_wait(NULL, c->master_proc, 30000);
+    } else {
+      lc_process_wait(res, c->master_proc, 0);
+    }
+    lc__cluster_how_ended(c, c->master_out, c->master_proc, msg, sizeof(msg));
+    return lc__error_set(r == LC_EREMOTE ? LC_EREMOTE : -ETIMEDOUT,
+                         "%s: the master did not start again on port %d %s: %s",
+                         lc_runtime_name(c->master_rt), port, limit, msg);
+  }
+  lc__cluster_note(c, "%s master ready again on port %d", lc_runtime_name(c->master_rt), port);
+  return 0;
+}

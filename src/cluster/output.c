@@ -96,7 +96,14 @@ void lc__output_free(lc__output *t) {
   free(t);
 }
 
+/* Sends ev to on_event (the kinds of options version 5 only to such callers); a worker's UP or
+ * RESTARTED is its state becoming RUNNING. */
 void lc__cluster_emit(lc_cluster *c, lc_cluster_event ev, int index) {
+  if ((ev == LC_CLUSTER_WORKER_UP || ev == LC_CLUSTER_WORKER_RESTARTED) && index >= 0 &&
+      (size_t)index < c->nworkers)
+    c->workers[index].state = LC_WORKER_RUNNING;
+  if (ev >= LC_CLUSTER_WORKER_RESTARTED && c->opts.version < 5)
+    return;
   if (c->opts.on_event != NULL)
     c->opts.on_event(c, ev, index, c->opts.payload);
 }

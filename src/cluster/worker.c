@@ -22,6 +22,8 @@ static void worker_end(lc_cluster *c, lc__worker *w, const char *why) {
   w->ready = 0;
   w->stopped = 1;
   w->reported = 0;
+  w->state = LC_WORKER_STOPPED;
+  w->started_ms = 0;
   lc__cluster_note(c, "%s %s", w->out->tag, why);
 }
 
@@ -30,6 +32,15 @@ int lc_cluster_worker_stop(lc_cluster *c, size_t i) {
   if (i >= c->nworkers)
     return lc__error_set(-ENOENT, "cluster: no worker %zu (the cluster has %zu)", i, c->nworkers);
   w = &c->workers[i];
+  if (w->state == LC_WORKER_BACKOFF && !w->stopped) { /* its restart is called off */
+    lc_process_free(w->proc);
+    w->proc = NULL;
+    w->stopped = 1;
+    w->reported = 0;
+    w->state = LC_WORKER_STOPPED;
+    lc__cluster_note(c, "%s stopped (its restart called off)", w->out->tag);
+    return 0;
+  }
   if (w->proc == NULL || w->stopped || w->reported ||
       lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT)
     return lc__error_set(-EINVAL, "cluster: %s does not run (%s)", w->out->tag,
@@ -69,7 +80,31 @@ static int worker_ready(lc_cluster *c, lc__worker *w) {
                        w->out->tag, w->info.port, limit, msg);
 }
 
+int lc__worker_respawn(lc_cluster *c, lc__worker *w, lc_exec_result *res) {
+  int r;
+  res->exit_status = -1;
+  res->signal = 0;
+  lc_process_free(w->proc); /* an ended process (a restart after an end) */
+  w->proc = NULL;
+  lc__output_clear(w->out);
+  w->info.master_port = c->master_port;
+  if ((r = lc__worker_spawn(c, w)) < 0)
+    return r;
+  w->stopped = 0;
+  w->reported = 0;
+  if ((r = worker_ready(c, w)) < 0) {
+    char saved[LC_ERRMSG_MAX];
+    snprintf(saved, sizeof(saved), "%s", lc_error_last());
+    lc_process_wait(res, w->proc, 0);
+    worker_end(c, w, "stopped: its restart failed");
+    return lc__error_set(r, "%s", saved);
+  }
+  w->ready = 1;
+  return 0;
+}
+
 int lc_cluster_worker_restart(lc_cluster *c, size_t i) {
+  lc_exec_result res;
   lc__worker *w;
   int r;
   if (i >= c->nworkers)
@@ -79,18 +114,8 @@ int lc_cluster_worker_restart(lc_cluster *c, size_t i) {
   w = &c->workers[i];
   if (w->proc != NULL)
     worker_end(c, w, "stopped for its restart");
-  lc__output_clear(w->out);
-  w->info.master_port = c->master_port;
-  if ((r = lc__worker_spawn(c, w)) < 0)
+  if ((r = lc__worker_respawn(c, w, &res)) < 0)
     return r;
-  w->stopped = 0;
-  if ((r = worker_ready(c, w)) < 0) {
-    char saved[LC_ERRMSG_MAX];
-    snprintf(saved, sizeof(saved), "%s", lc_error_last());
-    worker_end(c, w, "stopped: its restart failed");
-    return lc__error_set(r, "%s", saved);
-  }
-  w->ready = 1;
   lc__cluster_note(c, "%s ready again on port %d", w->out->tag, w->info.port);
   lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
   return 0;

@@ -13,6 +13,7 @@
 void lc__worker_clear(lc__worker *w) {
   lc_process_free(w->proc);
   lc__output_free(w->out);
+  lc__restart_log_free(&w->restart_log);
   free(w->host);
   free(w->workdir);
   memset(w, 0, sizeof(*w));

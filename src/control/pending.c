@@ -1,6 +1,6 @@
 /*
  * pending.c - TEMPORARY: weak stand-ins for cluster accessors of issue 13 that other branches
- * (repair, hosts) implement. A strong definition replaces each at link time; this file goes once
+ * (repair) implements. A strong definition replaces each at link time; this file goes once
  * they are merged.
  */
 #include "control_internal.h"
@@ -27,21 +27,6 @@ LC__WEAK int lc_cluster_worker_status(const lc_cluster *c, size_t i, lc_worker_s
   return 0;
 }
 
-LC__WEAK int lc_cluster_host_status(const lc_cluster *c, size_t i, lc_host_status *out) {
-  lc_group *g = lc_cluster_group(c);
-  lc_runtime *rt = g ? lc_group_at(g, i) : NULL;
-  if (rt == NULL)
-    return -ENOENT;
-  out->name = lc_runtime_name(rt);
-  out->connected = 1;
-  for (size_t k = 0; k < lc_cluster_worker_count(c); k++) {
-    const lc_worker_info *w = lc_cluster_worker(c, k);
-    if (w != NULL && strcmp(w->host, out->name) == 0)
-      out->workers++;
-  }
-  return 0;
-}
-
 LC__WEAK int lc_cluster_master_restarts(const lc_cluster *c) {
   (void)c;
   return 0;
@@ -50,10 +35,4 @@ LC__WEAK int lc_cluster_master_restarts(const lc_cluster *c) {
 LC__WEAK long long lc_cluster_time_left_ms(const lc_cluster *c) {
   (void)c;
   return -1;
-}
-
-LC__WEAK int lc_cluster_scale(lc_cluster *c, int n) {
-  (void)c;
-  (void)n;
-  return lc__error_set(-ENOSYS, "scaling is not built yet");
 }

@@ -46,28 +46,31 @@ is_json() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/
 show() { sed "s/^/  $1: /" "$2" >&2; }
 # The command type with this run's token in every command line, so that its processes (and their
 # lifelines) can be counted on every host: the master answers "m-TAG-TOKEN", worker N "wN-TAG-...".
-cmds() { # TAG
-  echo --master-cmd "exec $ctl serve {master_port} m-$1-$token" \
-    --worker-cmd "exec $ctl serve {worker_port} w{worker_index}-$1-$token"
+cmds() { # TAG: sets cmd, the options
+  cmd=(--master-cmd "exec $ctl serve {master_port} m-$1-$token"
+    --worker-cmd "exec $ctl serve {worker_port} w{worker_index}-$1-$token")
 }
 # Processes of this run (TAG: of one cluster) on host I / here.
 host_procs() { # I [TAG]
-  "$th" pids "$1" | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done |
+  "$th" pids "$1" | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done |
     grep -c -- "${2:+$2-}$token"
 }
 local_procs() { pgrep -fc -- "${1:+$1-}$token"; }
-# A working directory of lazycluster left on host I for USER (default root).
-host_dirs() { # I [USER]
+# The working directories of lazycluster on host I for USER (default root); with SUPERVISOR_PID,
+# only that cluster's (their names carry its supervisor's pid: NAME-PID.N.RANDOM).
+host_dirs() { # I [USER [SUPERVISOR_PID]]
   local home=/root
   [ -n "${2:-}" ] && home=/home/$2
-  "$th" exec "$1" -- sh -c "ls -A $home/.cache/lazycluster 2>/dev/null"
+  "$th" exec "$1" -- sh -c "ls -A $home/.cache/lazycluster 2>/dev/null" | grep -- "${3:+-$3\.}"
 }
-# nothing_left LABEL TAG SUPERVISOR_PID [USER]: nothing of cluster TAG on lab1, lab2 or here.
+# nothing_left LABEL TAG SUPERVISOR_PID [USER [HOST...]]: nothing of cluster TAG on the hosts
+# numbered HOST (default lab1 and lab2) or here.
 nothing_left() {
-  local label=$1 tag=$2 sup=$3 user=${4:-} i
-  for i in 1 2; do
+  local label=$1 tag=$2 sup=$3 user=${4:-} i hosts="1 2"
+  [ $# -gt 4 ] && { shift 4; hosts="$*"; }
+  for i in $hosts; do
     check "$label: lab$i: no process left" wait_for 20 [ "$(host_procs $i "$tag")" -eq 0 ]
-    check "$label: lab$i: no working directory left" wait_for 10 [ -z "$(host_dirs $i "$user")" ]
+    check "$label: lab$i: no working directory left" wait_for 10 [ -z "$(host_dirs $i "$user" "$sup")" ]
   done
   check "$label: no process left here" wait_for 10 [ "$(local_procs "$tag")" -eq 0 ]
   check "$label: its supervisor is gone" wait_for 10 eval "! kill -0 $sup 2>/dev/null"
@@ -76,8 +79,8 @@ nothing_left() {
 # Starts a detached cluster NAME (TAG = NAME) with ARGS...; sets rc, and sup (its supervisor).
 detached() { # NAME ARGS...
   local name=$1; shift
-  # shellcheck disable=SC2046
-  "$ctl" start --detach --name "$name" $(cmds "$name") "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  cmds "$name"
+  "$ctl" start --detach --name "$name" "${cmd[@]}" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
   rc=$?
   sup=$("$ctl" status "$name" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
 }
@@ -98,16 +101,27 @@ check "scale without --workers is refused (exit 2)" all '[ "$rc" -eq 2 ]' 'grep 
 check "a bad --name is refused (exit 2), the name quoted" all '[ "$rc" -eq 2 ]' 'grep -q "bad/name" "$tmp/e"'
 check "nothing was started by bad input" [ -z "$(ls -A "$state" 2>/dev/null)" ]
 
-# ---- two that run in the background of what follows: a ttl, and a supervisor killed ---------
-detached t -F "$cfg" --hosts lab1 --workers 1 --ttl 20s; t_rc=$rc t_sup=$sup
+# ---- start --detach that fails: the cause, exit 1, nothing left ------------------------------
+"$ctl" start --detach --name bad --workers 1 --master-cmd "echo oops-$token >&2; exit 3" >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "a failing start --detach exits 1" [ "$rc" -eq 1 ]
+check "it prints the cause: the master's status and last stderr line" \
+  all 'grep -q "exited with status 3" "$tmp/e"' 'grep -q "oops-$token" "$tmp/e"' || show err "$tmp/e"
+check "it prints no name/master/logs lines on stdout" [ ! -s "$tmp/o" ]
+check "nothing of it is left here (no supervisor, no master, no state entry)" \
+  wait_for 10 all '[ "$(pgrep -fc -- "oops-$token")" -eq 0 ]' '[ ! -e "$state/bad" ]'
+
+# ---- two that run beside what follows, on hosts of their own: t with a ttl (lab3), and k, whose
+# ---- supervisor will be killed (lab4, lab5)
+detached t -F "$cfg" --hosts lab3 --workers 1 --ttl 20s; t_rc=$rc t_sup=$sup
 t_started=$(date +%s)
-check "t (--ttl 20s) starts" [ "$t_rc" -eq 0 ]
-detached k "${on2[@]}" --workers 2; k_sup=$sup
+check "t (--ttl 20s) starts" [ "$t_rc" -eq 0 ] || show err "$tmp/t.err"
+"$ctl" status t --json >"$tmp/t.json" 2>&1
+check "status t shows the time left (0-20 s)" \
+  [ "$(json "$tmp/t.json" '0 < d["time_left_s"] <= 20')" = True ]
+detached k -F "$cfg" --hosts lab4,lab5 --heartbeat 5 --workers 2; k_sup=$sup
 check "k starts" all '[ "$rc" -eq 0 ]' '[ -n "$k_sup" ]'
-check "k runs its workers on lab1 and lab2" \
-  all '[ "$(host_procs 1 k)" -gt 0 ]' '[ "$(host_procs 2 k)" -gt 0 ]'
-kill -9 "$k_sup"
-k_killed=$(date +%s)
+check "k runs its workers on lab4 and lab5" \
+  all '[ "$(host_procs 4 k)" -gt 0 ]' '[ "$(host_procs 5 k)" -gt 0 ]'
 
 # ---- a: start --detach, list, status, env, logs, scale ----------------------------------------
 detached a "${on2[@]}" --workers 2; a_sup=$sup
@@ -190,8 +204,8 @@ check "scale a --workers 3 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
 "$ctl" status a --json >"$tmp/s3.json" 2>&1
 check "a has 3 workers" [ "$(json "$tmp/s3.json" 'len(d["workers"])')" = 3 ]
 serves() { # TAG: serve processes of cluster TAG's workers on lab1 and lab2
-  echo $(($("$th" pids 1 | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token") +
-    $("$th" pids 2 | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token")))
+  echo $(($("$th" pids 1 | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token") +
+    $("$th" pids 2 | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c "^[^ ]*lazyclusterctl serve [0-9]* w[0-9]*-$1-$token")))
 }
 check "3 of a's workers run on the hosts" [ "$(serves a)" -eq 3 ]
 "$ctl" scale a --workers 1 >"$tmp/o" 2>"$tmp/e"; rc=$?
@@ -200,49 +214,60 @@ check "scale a --workers 1 exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
 check "a has 1 worker" [ "$(json "$tmp/s1.json" 'len(d["workers"])')" = 1 ]
 check "1 of a's workers runs on the hosts" wait_for 10 [ "$(serves a)" -eq 1 ]
 
+# k's supervisor killed (SIGKILL): checked below, after the heartbeat limit
+kill -9 "$k_sup"
+k_killed=$(date +%s)
+
 # stop a and b
 "$ctl" stop a >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "stop a exits 0" [ "$rc" -eq 0 ] || show err "$tmp/e"
 nothing_left "stop a" a "$a_sup"
 check "b still runs after a's stop" kill -0 "$b_sup"
+"$ctl" logs b -f >"$tmp/follow" 2>&1 &
+follow_pid=$!
+sleep 1
 "$ctl" stop b >"$tmp/o" 2>"$tmp/e"; rc=$?
 check "stop b exits 0" [ "$rc" -eq 0 ]
+check "logs b -f ends by itself once b is gone (within 30 s)" wait_for 30 eval "! kill -0 $follow_pid 2>/dev/null"
+check "logs b -f printed b's output and its stop" \
+  all 'grep -q "w1-b-$token listening on" "$tmp/follow"' 'grep -q "stopping (asked by" "$tmp/follow"'
 nothing_left "stop b" b "$b_sup"
 
-# ---- k: its supervisor was killed (SIGKILL) ----------------------------------------------------
-check "k: nothing on lab1 and lab2 within the heartbeat limit (60 s)" \
-  wait_for $((60 - ($(date +%s) - k_killed))) eval '[ "$(host_procs 1 k)" -eq 0 ] && [ "$(host_procs 2 k)" -eq 0 ]'
-"$ctl" list >"$tmp/list" 2>&1
-check "list shows k as gone" grep -qE "^k +gone " "$tmp/list" || show list "$tmp/list"
-"$ctl" list >"$tmp/list" 2>&1
-check "the next list does not show k at all" eval "! grep -q '^k ' '$tmp/list'"
-nothing_left "SIGKILL of k's supervisor" k "$k_sup"
-
-# ---- t: --ttl 20s ------------------------------------------------------------------------------
+# ---- t: --ttl 20s; k: its supervisor was killed (SIGKILL) ------------------------------------
 check "t stops by itself (--ttl 20s, within 90 s)" \
   wait_for $((90 - ($(date +%s) - t_started))) eval "! kill -0 $t_sup 2>/dev/null"
 check "t ran at least its 20 s" [ $(($(date +%s) - t_started)) -ge 19 ]
+check "k: nothing on lab4 and lab5 within the heartbeat limit (60 s)" \
+  wait_for $((60 - ($(date +%s) - k_killed))) eval '[ "$(host_procs 4 k)" -eq 0 ] && [ "$(host_procs 5 k)" -eq 0 ]'
 "$ctl" list >"$tmp/list" 2>&1
 check "list shows t as ended by its time (expired), once" grep -qE "^t +expired " "$tmp/list" || show list "$tmp/list"
+check "list shows k as gone" grep -qE "^k +gone " "$tmp/list" || show list "$tmp/list"
 "$ctl" list >"$tmp/list" 2>&1
-check "then t is gone from list" eval "! grep -q '^t ' '$tmp/list'"
-for i in 1; do
-  check "t: lab$i: no process left" wait_for 10 [ "$(host_procs $i t)" -eq 0 ]
-  check "t: lab$i: no working directory left" [ -z "$(host_dirs $i)" ]
-done
-check "t: nothing left here" all '[ "$(local_procs t)" -eq 0 ]' '[ ! -e "$state/t" ]'
+check "the next list shows neither t nor k" eval "! grep -qE '^(t|k) ' '$tmp/list'"
+nothing_left "t after its ttl" t "$t_sup" "" 3
+nothing_left "SIGKILL of k's supervisor" k "$k_sup" "" 4 5
 
 # ---- run -- sh -c 'exit 7' ---------------------------------------------------------------------
-# shellcheck disable=SC2046
-"$ctl" run -F "$cfg" --hosts lab1 --workers 1 $(cmds r) -- sh -c 'echo "$LAZYCLUSTER_NAME $LAZYCLUSTER_MASTER_ADDR:$LAZYCLUSTER_MASTER_PORT"; exit 7' >"$tmp/run.out" 2>"$tmp/run.err"; rc=$?
+cmds r
+"$ctl" run -F "$cfg" --hosts lab1 --workers 1 "${cmd[@]}" -- sh -c 'echo "$LAZYCLUSTER_NAME $LAZYCLUSTER_MASTER_ADDR:$LAZYCLUSTER_MASTER_PORT"; exit 7' >"$tmp/run.out" 2>"$tmp/run.err"; rc=$?
 check "run -- sh -c 'exit 7' exits 7" [ "$rc" -eq 7 ] || show err "$tmp/run.err"
 check "the driver had the cluster's context" grep -qE "^lc-[a-z0-9-]+ localhost:[0-9]+$" "$tmp/run.out" || show out "$tmp/run.out"
 check "run: nothing left on lab1" wait_for 10 [ "$(host_procs 1 r)" -eq 0 ]
 check "run: no working directory on lab1" [ -z "$(host_dirs 1)" ]
 check "run: nothing left here, no state entry" all '[ "$(local_procs r)" -eq 0 ]' '[ -z "$(ls -A "$state")" ]'
-# shellcheck disable=SC2046
-"$ctl" run --workers 1 $(cmds r) -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
+"$ctl" run --workers 1 "${cmd[@]}" -- sh -c 'kill -TERM $$' >/dev/null 2>&1; rc=$?
 check "run: a driver ended by SIGTERM gives 143" [ "$rc" -eq 143 ]
+
+cmds r
+: >"$tmp/run2.err"
+"$ctl" run --workers 1 "${cmd[@]}" -- sleep 120 >/dev/null 2>"$tmp/run2.err" &
+run_pid=$!
+check "run -- sleep 120: the cluster comes up" wait_for 30 grep -q "^logs " "$tmp/run2.err"
+check "run: the driver runs" wait_for 10 eval "pgrep -x -P $run_pid sleep >/dev/null"
+kill -TERM "$run_pid"
+wait "$run_pid"; rc=$?
+check "run: SIGTERM to run ends the driver too, exit 143 (its SIGTERM)" [ "$rc" -eq 143 ]
+check "run: SIGTERM: nothing left here" all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -x -P 1 -f "sleep 120"' '[ -z "$(ls -A "$state")" ]'
 
 # ---- the control socket refuses another user ---------------------------------------------------
 detached c --workers 1; c_sup=$sup
@@ -262,22 +287,49 @@ s.connect(sys.argv[1])
 s.sendall(b"status\n")
 print(s.recv(4096).decode(errors="replace"))' "$state/c/control.sock" >"$tmp/o" 2>"$tmp/e"
 check "the supervisor answers nobody no status" eval "! grep -q 'running' '$tmp/o'"
-check "the supervisor logged the refusal of uid $(id -u nobody)" \
-  wait_for 5 eval "'$ctl' logs c | grep -q 'refused a connection from uid $(id -u nobody)'"
 chmod 600 "$state/c/control.sock"
 chmod 700 "$state" "$state/c" "$XDG_RUNTIME_DIR"
+check "the supervisor logged the refusal of uid $(id -u nobody)" \
+  wait_for 5 eval "'$ctl' logs c | grep -q 'refused a connection from uid $(id -u nobody)'"
 "$ctl" stop c >/dev/null 2>&1
 check "c stops" wait_for 10 eval "! kill -0 $c_sup 2>/dev/null"
 check "c: nothing left here" all '[ "$(local_procs c)" -eq 0 ]' '[ ! -e "$state/c" ]'
 
+# ---- a worker given up (--restart never): degraded; the master's end: failed ------------------
+detached e --workers 2 --restart never; e_sup=$sup
+check "e starts (this machine, --restart never)" [ "$rc" -eq 0 ]
+"$ctl" status e --json >"$tmp/e.json" 2>&1
+kill -9 "$(json "$tmp/e.json" 'd["workers"][1]["pid"]')"
+degraded() {
+  "$ctl" status e --json >"$tmp/e2.json" 2>/dev/null &&
+    [ "$(json "$tmp/e2.json" '(d["state"], d["workers"][1]["state"], d["workers"][0]["state"])')" = "('degraded', 'failed', 'running')" ]
+}
+check "kill -9 of e's worker 1 under --restart never: e degraded, worker 1 failed, 0 runs (60 s)" \
+  wait_for 60 degraded || show status "$tmp/e2.json"
+kill -9 "$(json "$tmp/e.json" 'd["master"]["pid"]')"
+check "kill -9 of e's master: its supervisor ends (60 s)" wait_for 60 eval "! kill -0 $e_sup 2>/dev/null"
+"$ctl" list >"$tmp/list" 2>&1
+check "list shows e failed, once, with why (the master ended)" \
+  all 'grep -qE "^e +failed " "$tmp/list"' 'grep -q "^  e: .*master" "$tmp/list"' || show list "$tmp/list"
+"$ctl" list >"$tmp/list" 2>&1
+check "then e is gone from list" eval "! grep -q '^e ' '$tmp/list'"
+check "e: nothing left here" all '[ "$(local_procs e)" -eq 0 ]' '[ ! -e "$state/e" ]'
+
 # ---- a foreground start, seen and stopped from another shell -----------------------------------
-# shellcheck disable=SC2046
-"$ctl" start --name f "${on2[@]}" --workers 2 $(cmds f) >"$tmp/f.out" 2>"$tmp/f.err" &
+cmds f
+: >"$tmp/f.out"
+"$ctl" start --name f "${on2[@]}" --workers 2 "${cmd[@]}" >"$tmp/f.out" 2>"$tmp/f.err" &
 f_pid=$!
 check "the foreground start f is ready" wait_for 60 grep -q "^ready:" "$tmp/f.out" || show err "$tmp/f.err"
 "$ctl" status f --json >"$tmp/f.json" 2>&1
 check "status f from another shell: running, its pid is the start's" \
   [ "$(json "$tmp/f.json" '(d["state"], d["supervisor_pid"])')" = "('running', $f_pid)" ]
+fpid=$(json "$tmp/f.json" 'd["workers"][1]["pid"]')
+fhost=$(json "$tmp/f.json" 'd["workers"][1]["host"]')
+"$th" exec "$fhost" -- kill -9 "$fpid"
+check "the foreground start prints the worker's end and its restart (60 s)" \
+  wait_for 60 eval "grep -q '$fhost worker-1 ended' '$tmp/f.err' && grep -q '$fhost worker-1 restarted' '$tmp/f.err'" ||
+  show err "$tmp/f.err"
 "$ctl" stop f >"$tmp/o" 2>&1; rc=$?
 check "stop f exits 0" [ "$rc" -eq 0 ]
 wait "$f_pid"; rc=$?
@@ -292,8 +344,37 @@ check "start --detach on lcfish@lab1,lcfish@lab2 exits 0" [ "$rc" -eq 0 ] || sho
 check "fish: 2 workers running" [ "$(json "$tmp/fish.json" '[w["state"] for w in d["workers"]]')" = "['running', 'running']" ]
 "$ctl" stop fish >/dev/null 2>&1; rc=$?
 check "stop fish exits 0" [ "$rc" -eq 0 ]
-nothing_left "fish" fish "$fish_sup" lcfish
+nothing_left "fish" fish "$fish_sup" lcfish 1 2
+
+# ---- Dask: eval "$(lazyclusterctl env d)" and a Client reaches it; run -- python (this machine)
+dask_py=python3 # the Python that has Dask (CI: Debian's python3-distributed)
+for p in python3 /usr/bin/python3; do
+  "$p" -c 'import distributed' 2>/dev/null && { dask_py=$p; break; }
+done
+client='from dask.distributed import Client; c = Client(timeout=30); print("workers", len(c.scheduler_info()["workers"])); c.close()'
+"$ctl" start --detach --name d --type dask --workers 2 >"$tmp/d.out" 2>"$tmp/d.err"; rc=$?
+check "start --detach --type dask exits 0" [ "$rc" -eq 0 ] || show err "$tmp/d.err"
+"$ctl" env d >"$tmp/d.env" 2>&1
+check "env d has DASK_SCHEDULER_ADDRESS" grep -q "^export DASK_SCHEDULER_ADDRESS='\?tcp://127.0.0.1:[0-9]*'\?$" "$tmp/d.env"
+(eval "$(cat "$tmp/d.env")"; timeout 60 "$dask_py" -c "$client") >"$tmp/o" 2>&1
+check "after eval of env d, Client() sees the 2 workers" grep -qx "workers 2" "$tmp/o" || show out "$tmp/o"
+"$ctl" stop d >/dev/null 2>&1; rc=$?
+check "stop d exits 0, no state entry left" all '[ "$rc" -eq 0 ]' '[ ! -e "$state/d" ]'
+timeout 120 "$ctl" run --type dask --workers 2 -- "$dask_py" -c "$client" >"$tmp/o" 2>"$tmp/e"; rc=$?
+check "run --type dask -- python: Client() sees the 2 workers, exit 0" \
+  all '[ "$rc" -eq 0 ]' 'grep -qx "workers 2" "$tmp/o"' || show err "$tmp/e"
+
+# ---- stop --all -------------------------------------------------------------------------------
+detached g1 --workers 1; g1_sup=$sup
+detached g2 --workers 1; g2_sup=$sup
+"$ctl" stop --all >"$tmp/o" 2>&1; rc=$?
+check "stop --all exits 0 and stops both" all '[ "$rc" -eq 0 ]' 'grep -qx "g1: stopped" "$tmp/o"' 'grep -qx "g2: stopped" "$tmp/o"'
+check "stop --all: nothing left here" wait_for 10 \
+  all "! kill -0 $g1_sup 2>/dev/null" "! kill -0 $g2_sup 2>/dev/null" '[ "$(local_procs g1)" -eq 0 ]' '[ "$(local_procs g2)" -eq 0 ]'
 
 check "the state directory is empty at the end" [ -z "$(ls -A "$state")" ]
+for i in 1 2 3 4 5; do
+  check "lab$i: no working directory of lazycluster at the end" [ -z "$(host_dirs $i)" ]
+done
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -58,7 +58,7 @@ static const lc_cluster_type *dask;
 static lc_master_launcher *dask_master;
 static lc_worker_launcher *dask_worker;
 static char python[4096] = "python3"; /* the interpreter Dask is installed for */
-static char client_py[4096];           /* the client script, written at start */
+static char client_py[4096];          /* the client script, written at start */
 static char hostname_here[256];
 
 static uint64_t now_ms(void) {
@@ -176,8 +176,8 @@ static void check_client(const client_out *o, int n) {
 /* ---- what is left on the hosts and here ----------------------------------------------------- */
 
 typedef struct sched_match {
-  int lo, hi;   /* a --port in [lo, hi] */
-  long *pid;    /* when not NULL: set to the (last) match's pid */
+  int lo, hi; /* a --port in [lo, hi] */
+  long *pid;  /* when not NULL: set to the (last) match's pid */
 } sched_match;
 
 /* A Dask scheduler's command line ("... dask scheduler --host ..." or the older spelling), not
@@ -285,8 +285,8 @@ static int local_listeners(int lo, int hi, char *which, size_t size) {
     if (f == NULL)
       continue;
     while (fgets(line, sizeof(line), f) != NULL)
-      if (sscanf(line, "%*d: %*[0-9A-Fa-f]:%x %*s %7s", &port, st) == 2 &&
-          strcmp(st, "0A") == 0 && (int)port >= lo && (int)port <= hi) {
+      if (sscanf(line, "%*d: %*[0-9A-Fa-f]:%x %*s %7s", &port, st) == 2 && strcmp(st, "0A") == 0 &&
+          (int)port >= lo && (int)port <= hi) {
         count++;
         if (strlen(which) + 8 < size)
           snprintf(which + strlen(which), size - strlen(which), " %u", port);
@@ -297,12 +297,12 @@ static int local_listeners(int lo, int hi, char *which, size_t size) {
 }
 
 typedef struct leftovers {
-  int procs[HOSTS];      /* python or dask processes on host i */
-  int listeners[HOSTS];  /* listeners in the port range on host i */
-  int workdirs[HOSTS];   /* entries in host i's ~/.cache/lazycluster */
-  int local_sched;       /* our scheduler here */
-  int local_ports;       /* ports of the range listening here */
-  int local_dirs;        /* our working directories here */
+  int procs[HOSTS];     /* python or dask processes on host i */
+  int listeners[HOSTS]; /* listeners in the port range on host i */
+  int workdirs[HOSTS];  /* entries in host i's ~/.cache/lazycluster */
+  int local_sched;      /* our scheduler here */
+  int local_ports;      /* ports of the range listening here */
+  int local_dirs;       /* our working directories here */
   char detail[4096];
 } leftovers;
 
@@ -360,8 +360,7 @@ static void check_nothing_left(const char *when, int nhosts, const char *what, i
   uint64_t t0 = now_ms(), deadline = t0 + (uint64_t)limit_ms;
   leftovers lo;
   int left;
-  while ((left = look(&lo, nhosts, what, port_lo, port_hi, owner_pid)) != 0 &&
-         now_ms() < deadline)
+  while ((left = look(&lo, nhosts, what, port_lo, port_hi, owner_pid)) != 0 && now_ms() < deadline)
     pause_ms(250);
   fprintf(stderr, "  %s: %s after %.1f s\n", when, left ? "things LEFT" : "nothing left",
           (double)(now_ms() - t0) / 1000.0);
@@ -452,8 +451,8 @@ static int local_wide_listeners(long pid, char *out, size_t size) {
     while (fgets(line, sizeof(line), f) != NULL) {
       char local[64], st[8], inode[24];
       unsigned port;
-      if (sscanf(line, "%*d: %63[0-9A-Fa-f]:%x %*s %7s %*s %*s %*s %*s %*s %23s", local, &port,
-                 st, inode) != 4 ||
+      if (sscanf(line, "%*d: %63[0-9A-Fa-f]:%x %*s %7s %*s %*s %*s %*s %*s %23s", local, &port, st,
+                 inode) != 4 ||
           strcmp(st, "0A") != 0)
         continue;
       for (int k = 0; k < ninodes; k++)
@@ -683,6 +682,64 @@ static void test_listens_on_localhost_only(void) {
   if (n > 0)
     fprintf(stderr, "  the scheduler here listens on all interfaces:%s\n", wide);
   LC_CHECK(n == 0);
+}
+
+/* Runs python's script (text) with the port; its output in out. Returns its exit status. */
+static int run_py(char *out, size_t size, const char *name, const char *text, int port) {
+  char path[4200], cmd[8400];
+  size_t used = 0;
+  FILE *f, *p;
+  snprintf(path, sizeof(path), "%s/%s", th_dir(), name);
+  if ((f = fopen(path, "w")) == NULL)
+    return -1;
+  fputs(text, f);
+  fclose(f);
+  snprintf(cmd, sizeof(cmd), "timeout 120 %s %s %d 2>&1", python, path, port);
+  out[0] = '\0';
+  if ((p = popen(cmd, "r")) == NULL)
+    return -1;
+  while (used + 1 < size && fgets(out + used, (int)(size - used), p) != NULL)
+    used += strlen(out + used);
+  return pclose(p);
+}
+
+/* Scale down with the dask type's retire: data that lived only on the workers that go survives
+ * (the scheduler moved it first); without the retire those workers' data would be lost. */
+static void test_scale_down_keeps_data(void) {
+  static const char *publish =
+      "import sys, distributed\n"
+      "c = distributed.Client('tcp://127.0.0.1:%s' % sys.argv[1], timeout=60)\n"
+      "info = c.scheduler_info()['workers']\n"
+      "gone = [a for a, w in info.items() if w['name'] in ('worker-6', 'worker-7')]\n"
+      "fs = c.scatter([list(range(1000 * i, 1000 * (i + 1))) for i in range(4)], workers=gone)\n"
+      "distributed.wait(fs, timeout=60)\n"
+      "held = c.who_has(fs)\n"
+      "print('only_on_gone', sum(1 for f in fs if set(held[f.key]) <= set(gone)))\n"
+      "c.publish_dataset(kept=fs)\n";
+  static const char *fetch =
+      "import sys, distributed\n"
+      "c = distributed.Client('tcp://127.0.0.1:%s' % sys.argv[1], timeout=60)\n"
+      "fs = c.get_dataset('kept')\n"
+      "distributed.wait(fs, timeout=60)\n"
+      "print('sum', sum(sum(v) for v in c.gather(fs)))\n"
+      "print('workers', len(c.scheduler_info()['workers']))\n"
+      "c.unpublish_dataset('kept')\n";
+  char out[8192];
+  uint64_t t0;
+  LC_REQUIRE(cluster != NULL && lc_cluster_worker_count(cluster) == WORKERS);
+  LC_CHECK(run_py(out, sizeof(out), "publish.py", publish, lc_cluster_master_port(cluster)) == 0);
+  LC_CHECK_CONTAINS(out, "only_on_gone 4\n");
+  t0 = now_ms();
+  LC_CHECK_OK(lc_cluster_scale(cluster, WORKERS - 2));
+  fprintf(stderr, "  scale from %d to %d workers took %.1f s\n", WORKERS, WORKERS - 2,
+          (double)(now_ms() - t0) / 1000.0);
+  LC_CHECK(lc_cluster_worker_count(cluster) == WORKERS - 2);
+  LC_CHECK_CONTAINS(lc_cluster_log(cluster), "workers 6-7 retired by the worker launcher");
+  LC_CHECK(run_py(out, sizeof(out), "fetch.py", fetch, lc_cluster_master_port(cluster)) == 0);
+  LC_CHECK_CONTAINS(out, "sum 7998000\n");
+  LC_CHECK_CONTAINS(out, "workers 6\n");
+  if (strstr(out, "sum 7998000") == NULL)
+    fprintf(stderr, "  the client said:\n%s\n  log:\n%s\n", out, lc_cluster_log(cluster));
 }
 
 static void test_library_cleanup(void) {
@@ -983,9 +1040,11 @@ static void test_cli_worker_timeout_message(void) {
  */
 static void test_cli_slow_scheduler(void) {
   char preload[4200], marker[4200], sargs[4300];
-  const char *args[] = {"start", "--type", "dask", "--workers", "1", "--hosts", "lab0",
-                        "-F", th_config(), "--master-port", "62200", "--ports", "62201-62299",
-                        "--timeout", "120", "--master-timeout", "90", "--type-arg", sargs, NULL};
+  const char *args[] = {"start",       "--type",        "dask",  "--workers",
+                        "1",           "--hosts",       "lab0",  "-F",
+                        th_config(),   "--master-port", "62200", "--ports",
+                        "62201-62299", "--timeout",     "120",   "--master-timeout",
+                        "90",          "--type-arg",    sargs,   NULL};
   FILE *f;
   cli k;
   int st, ready;
@@ -994,8 +1053,10 @@ static void test_cli_slow_scheduler(void) {
   snprintf(marker, sizeof(marker), "%s/dask_slow_scheduler.slept", th_dir());
   unlink(marker);
   LC_REQUIRE((f = fopen(preload, "w")) != NULL);
-  fprintf(f, "import os, time\nif not os.path.exists('%s'):\n    open('%s', 'w').close()\n"
-             "    time.sleep(36)\n", marker, marker);
+  fprintf(f,
+          "import os, time\nif not os.path.exists('%s'):\n    open('%s', 'w').close()\n"
+          "    time.sleep(36)\n",
+          marker, marker);
   fclose(f);
   snprintf(sargs, sizeof(sargs), "scheduler_args=--preload %s", preload);
   LC_REQUIRE(cli_start(&k, args, NULL, "slow") == 0);
@@ -1192,8 +1253,8 @@ static int find_python(void) {
       *slash = '\0';
     snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH") ? getenv("PATH") : "");
     setenv("PATH", path, 1);
-    fprintf(stderr, "note: python3 in PATH has no Dask; using %s, with %s first in PATH\n",
-            python, dir);
+    fprintf(stderr, "note: python3 in PATH has no Dask; using %s, with %s first in PATH\n", python,
+            dir);
   }
   return system("python3 -c 'import distributed' >/dev/null 2>&1") == 0 ? 0 : -1;
 }
@@ -1203,6 +1264,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_dask_programs),
       LC_TEST(test_library_cluster),
       LC_TEST(test_listens_on_localhost_only),
+      LC_TEST(test_scale_down_keeps_data),
       LC_TEST(test_library_cleanup),
       LC_TEST(test_cli_sigint),
       LC_TEST(test_cli_sigkill),

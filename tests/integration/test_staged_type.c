@@ -81,6 +81,8 @@ static int start(lc_cluster **out, lc_master_launcher **m, lc_worker_launcher **
   o.worker_ports = "62401-62450";
   o.placement = policy;
   o.on_event = on_event;
+  o.restart =
+      LC_RESTART_NEVER; /* every end reported, as this test checks (test_repair: restarts) */
   if ((r = make(m, w)) < 0)
     return r;
   if ((r = lc_cluster_new(out, group, *m, *w, &o)) < 0)

@@ -1,0 +1,1 @@
+lc_integration_test(test_control_cluster 120 integration/test_control_cluster.c)

@@ -1,0 +1,1 @@
+lc_integration_test(test_hostloss 400 integration/test_hostloss.c)

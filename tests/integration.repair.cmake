@@ -1,0 +1,1 @@
+lc_integration_test(test_repair 300 integration/test_repair.c)
