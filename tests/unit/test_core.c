@@ -124,7 +124,8 @@ static const struct {
  * the script into stdin, and once the mark came on stdout, every `tick` ms the control line
  * `ctl` (NULL: none) for `ticks` times, then `last` (NULL: none), then EOF unless hold is set.
  * Returns the wait status (-1 when it did not end within 30 s, after killing it); stdout after
- * the mark goes to out. Kept on one line each so the tests below read as a table.
+ * the mark (without a lifeline's pid line) goes to out. Kept on one line each so the tests below
+ * read as a table.
  */
 static int run_composed(const char *path, const char *argv0, const lc__buf *line,
                         const lc__buf *script, const char *ctl, int ticks, const char *last,
@@ -183,6 +184,13 @@ wait:
   while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
     n += (size_t)k;
   out[n] = '\0';
+  /* a lifeline's first line, the group leader's pid (runtime.c takes it), is not the command's */
+  if (strncmp(out, LC__COMMAND_PID, sizeof(LC__COMMAND_PID) - 1) == 0) {
+    const char *nl = strchr(out, '\n');
+    size_t digits = strspn(out + sizeof(LC__COMMAND_PID) - 1, "0123456789");
+    if (nl != NULL && digits > 0 && out + sizeof(LC__COMMAND_PID) - 1 + digits == nl)
+      memmove(out, nl + 1, strlen(nl + 1) + 1);
+  }
   if (in[1] >= 0)
     close(in[1]);
   close(o[0]);
