@@ -77,9 +77,6 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
 /* The options' help text. */
 const char *cli_hostopts_help(void);
 
-/* Whether arg is -h or --help. */
-int cli_is_help(const char *arg);
-
 /*
  * The start path that `start` and `run` share (start.c): parse the options, bring the cluster up
  * under its name (the name is claimed first), hold it (serve its control socket, repair it, end it

@@ -145,6 +145,7 @@ static int open_source(logs *l, const char *name, int rotated) {
     if (src->fd >= 0)
       close(src->fd);
     free(src->path);
+    free(src->part);
     return 0; /* gone meanwhile: rotated between the listing and here, or the cluster ended */
   }
   src->ino = st.st_ino;
@@ -198,6 +199,8 @@ static int by_time(const void *a, const void *b) {
 static void flush_lines(logs *l, long tail) {
   char out[70000];
   size_t from = 0;
+  if (l->nlines == 0)
+    return;
   qsort(l->lines, l->nlines, sizeof(*l->lines), by_time);
   if (tail >= 0 && l->nlines > (size_t)tail)
     from = l->nlines - (size_t)tail;

@@ -652,6 +652,7 @@ int cli_start_up(cli_launch *s) {
 
   table = s->run ? stderr : stdout; /* run: stdout is the driver's */
   fprintf(table, "name      %s\n", lc_control_name(s->ctl));
+  fprintf(table, "logs      %s\n", lc_control_logs_dir(s->ctl));
   fprintf(table, "master    localhost:%d on %s\n", lc_cluster_master_port(s->c),
           lc_cluster_master_host(s->c));
   for (size_t i = 0; i < lc_cluster_worker_count(s->c); i++) {
@@ -661,7 +662,6 @@ int cli_start_up(cli_launch *s) {
       snprintf(gpu, sizeof(gpu), "%d", w->gpu);
     fprintf(table, "worker-%-3d localhost:%d on %s gpu %s\n", w->index, w->port, w->host, gpu);
   }
-  fprintf(table, "logs      %s\n", lc_control_logs_dir(s->ctl));
   if (!s->run)
     fprintf(table, "ready: Ctrl-C or '" CLI_NAME " stop %s' stops everything\n",
             lc_control_name(s->ctl));
@@ -758,7 +758,7 @@ int cli_start_hold(cli_launch *s, pid_t driver) {
     s->why = lc__cli_sprintf("%s", lc_error_last()[0] ? lc_error_last() : lc_strerror(r));
     break;
   }
-  lc_control_set_state(s->ctl, "stopping", NULL);
+  lc_control_set_state(s->ctl, s->why != NULL && s->master_down ? "failed" : "stopping", NULL);
   if (driver > 0 && !driver_gone) {
     int code = stop_driver(driver, from_tty);
     if (status == CLI_EXIT_OK)

@@ -23,7 +23,7 @@ static int stop_one(const char *name) {
             lc_error_last()[0] ? lc_error_last() : lc_strerror(r));
     return CLI_EXIT_FAIL;
   }
-  if ((r = lc_control_wait_gone(NULL, name, 60000)) < 0) {
+  if (lc_control_wait_gone(NULL, name, 60000) < 0) {
     fprintf(stderr,
             CLI_NAME " stop: cluster %s: its supervisor said stopped, but still runs after "
                      "60 s\n",

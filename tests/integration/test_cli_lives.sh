@@ -84,7 +84,7 @@ detached() { # NAME ARGS...
   rc=$?
   sup=$("$ctl" status "$name" --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
 }
-on2=(-F "$cfg" --hosts lab1,lab2 --heartbeat 5)
+on2=(-F "$cfg" --hosts "lab1,lab2" --heartbeat 5)
 
 # ---- bad input -------------------------------------------------------------------------------
 "$ctl" status nosuch >"$tmp/o" 2>"$tmp/e"; rc=$?
@@ -269,6 +269,17 @@ wait "$run_pid"; rc=$?
 check "run: SIGTERM to run ends the driver too, exit 143 (its SIGTERM)" [ "$rc" -eq 143 ]
 check "run: SIGTERM: nothing left here" all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -x -P 1 -f "sleep 120"' '[ -z "$(ls -A "$state")" ]'
 
+# Ctrl-C on a terminal (a pty from script(1)) reaches run and its driver: both stop
+cmds r
+printf -v runline '%q ' "$ctl" run --workers 1 "${cmd[@]}" -- sh -c "echo driver-up; exec sleep 97"
+(for _ in $(seq 300); do grep -q driver-up "$tmp/tty" 2>/dev/null && break; sleep 0.1; done
+  printf '\003'
+  for _ in $(seq 300); do grep -q "rc=" "$tmp/tty" 2>/dev/null && break; sleep 0.1; done) | script -qec "$runline; echo rc=\$?" /dev/null >"$tmp/tty" 2>&1
+check "run: Ctrl-C stops the driver and the cluster, exit 130" grep -q "rc=130" "$tmp/tty" || show tty "$tmp/tty"
+check "run: Ctrl-C: it said so" grep -q "stopping (SIGINT)" "$tmp/tty"
+check "run: Ctrl-C: nothing left here" \
+  wait_for 10 all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -f "sleep 97" >/dev/null' '[ -z "$(ls -A "$state")" ]'
+
 # ---- the control socket refuses another user ---------------------------------------------------
 detached c --workers 1; c_sup=$sup
 check "c starts (this machine)" [ "$rc" -eq 0 ]
@@ -294,6 +305,24 @@ check "the supervisor logged the refusal of uid $(id -u nobody)" \
 "$ctl" stop c >/dev/null 2>&1
 check "c stops" wait_for 10 eval "! kill -0 $c_sup 2>/dev/null"
 check "c: nothing left here" all '[ "$(local_procs c)" -eq 0 ]' '[ ! -e "$state/c" ]'
+
+# ---- the supervisor outlives the session that started it (SIGHUP to the whole session) ---------
+cmds h
+setsid bash -c '"$0" start --detach --name h --workers 1 "${@}" >"'"$tmp"'/h.out" 2>&1; echo $? >"'"$tmp"'/h.rc"; exec sleep 120' "$ctl" "${cmd[@]}" &
+h_sess=$!
+check "start --detach in a session of its own returns 0" wait_for 30 eval "[ \"\$(cat '$tmp/h.rc' 2>/dev/null)\" = 0 ]"
+h_sup=$("$ctl" status h --json 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor_pid"])' 2>/dev/null)
+check "h's supervisor is in another session than the one that started it" \
+  [ "$(ps -o sid= -p "${h_sup:-0}" | tr -d ' ')" != "$h_sess" ]
+kill -HUP -- "-$h_sess" # the session's process group, as a closing terminal does
+{ wait "$h_sess"; } 2>/dev/null
+check "the starting session is gone" eval "! kill -0 $h_sess 2>/dev/null"
+sleep 1
+"$ctl" status h --json >"$tmp/h.json" 2>&1
+check "h runs on after its session got SIGHUP and ended" \
+  all "kill -0 ${h_sup:-0}" '[ "$(json "$tmp/h.json" "d[\"state\"]")" = running ]'
+"$ctl" stop h >/dev/null 2>&1
+check "h: stopped, nothing left here" wait_for 10 all "! kill -0 ${h_sup:-0} 2>/dev/null" '[ "$(local_procs h)" -eq 0 ]' '[ ! -e "$state/h" ]'
 
 # ---- a worker given up (--restart never): degraded; the master's end: failed ------------------
 detached e --workers 2 --restart never; e_sup=$sup
