@@ -176,6 +176,11 @@ check "status: 2 workers on each of lab1-lab4" \
   [ "$(sq 'sorted(w["host"] for w in s["workers"])')" = "lab1 lab1 lab2 lab2 lab3 lab3 lab4 lab4" ]
 check "status: the 4 hosts connected" [ "$(sq 'sum(bool(h["connected"]) for h in s["hosts"])')" = 4 ]
 mport=$(sq 's["master"]["port"]')
+# the master's working directory here: HOSTNAME-PID.* (PID the supervisor's)
+local_dirs() { find "${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster" -mindepth 1 -maxdepth 1 \
+  -name "$(hostname)-$sup.*" 2>/dev/null; }
+say "here: the supervisor's working directories: $(local_dirs | tr '\n' ' ')"
+check "here: the supervisor has its working directory (what stop must remove)" [ -n "$(local_dirs)" ]
 "$ctl" env "$name" >"$tmp/env" 2>&1
 sed 's/^/    env: /' "$tmp/env" >&2
 check "env exports DASK_SCHEDULER_ADDRESS" grep -qE "^export DASK_SCHEDULER_ADDRESS=.*:$mport" "$tmp/env"
@@ -198,6 +203,8 @@ restarted() {
 ok=0; within 90 restarted && ok=1
 say "status after $(since "$t") s: worker 0 $(sq '[s["workers"][0][k] for k in ("host", "state", "pid", "restarts", "last_exit")]')"
 check "status: worker 0 restarted (restarts 1, running, a new pid) within 90 s" [ "$ok" -eq 1 ]
+last0=$(sq 's["workers"][0]["last_exit"]')
+check "status: worker 0's last exit names signal 9 ('$last0')" grep -q 'signal 9' <<<"$last0"
 check "status: the other workers were not restarted" \
   [ "$(sq 'sum(w["restarts"] for w in s["workers"][1:])')" = 0 ]
 cp "$tmp/pids" "$tmp/pids.old"
@@ -288,7 +295,7 @@ check "here: no listener on the cluster's ports ($mport $wports)${left:+, left:$
 check "here: no state directory entry" [ ! -e "$XDG_RUNTIME_DIR/lazycluster/$name" ]
 "$ctl" list --json >"$tmp/list" 2>&1
 check "list does not show the cluster" sh -c "! grep -q '\"$name\"' '$tmp/list'"
-left=$(ls -A "${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster" 2>/dev/null | grep -F "$(hostname)-$sup.")
+left=$(local_dirs)
 check "here: no working directory of the supervisor left" [ -z "$left" ]
 for i in 0 1 2 3 4 5 6 7; do
   # the lifelines end what is left as the sessions go: allow them a bounded while (15 s)
