@@ -44,7 +44,7 @@ while [ $# -gt 0 ]; do
     --dir) dir=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --markdown) md=$2; shift 2 ;;
-    -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
