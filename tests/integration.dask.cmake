@@ -10,3 +10,11 @@ if(TARGET dask_cluster)
     FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
     ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_DASK_CLUSTER=$<TARGET_FILE:dask_cluster>")
 endif()
+
+# Issue 13's scenario through lazyclusterctl as a user runs it: a detached Dask cluster of 8
+# workers on lab1-lab4, a client, kill -9 of a worker, a host's link down for 45 s, scale to 12
+# and 4, logs, stop; nothing left on any host or here.
+add_test(NAME test_dask_lives COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_dask_lives.sh)
+set_tests_properties(test_dask_lives PROPERTIES LABELS integration TIMEOUT 600
+  FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
+  ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CTL=$<TARGET_FILE:lazyclusterctl>")
