@@ -83,7 +83,7 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
                      "\"${DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT:-%ds}\" "
                      "exec \"$@\" tcp://127.0.0.1:%d --host 127.0.0.1 --worker-port %d "
                      "--nanny-port %d --no-dashboard --dashboard-address 127.0.0.1:0 --nthreads %d "
-                     "--memory-limit 0 "
+                     "--memory-limit 0 --local-directory \"$LAZYCLUSTER_WORKDIR/dask\" "
                      "--name worker-%d %s",
                      worker_cli, connect_s, w->master_port, w->port, w->aux_port, t->nthreads,
                      w->index, t->worker_args ? t->worker_args : "");

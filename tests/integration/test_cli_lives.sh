@@ -17,6 +17,13 @@ cfg=$dir/ssh_config
 passed=0 failed=0
 tmp=$(mktemp -d)
 token=lcl$$r$RANDOM
+# The hosts see this machine's files except /tmp, /root and /home: a build tree under /tmp (CI's
+# clone) is not there. The binary runs from a copy the hosts and their plain users can reach, so
+# that the commands below (and the default command type's own `serve`) find it everywhere.
+# (Its path must not hold $token: processes are counted by it.)
+bindir=$(mktemp -d /var/tmp/lcctl.XXXXXX) && chmod 755 "$bindir" &&
+  install -m 755 "$ctl" "$bindir/lazyclusterctl" && ctl=$bindir/lazyclusterctl ||
+  { echo "cannot copy $ctl to /var/tmp" >&2; exit 1; }
 export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
 unset XDG_CACHE_HOME
 mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
@@ -24,7 +31,7 @@ state=$XDG_RUNTIME_DIR/lazycluster
 cleanup() {
   "$ctl" stop --all >/dev/null 2>&1
   for p in $(pgrep -f -- "$token"); do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$tmp"
+  rm -rf "$tmp" "$bindir"
 }
 trap cleanup EXIT
 check() { # NAME CONDITION...
