@@ -691,10 +691,36 @@ int lc_process_stop(lc_process *p) {
   return lc__engine_run(p->engine, &pc.call, stop_fn);
 }
 
+/*
+ * How long lc_process_free waits for the confirmed end of a process under a lifeline that still
+ * runs, beyond the kill grace period: the lifeline's SIGTERM, grace, SIGKILL, its sweep and its
+ * cleanup (a working directory's removal), then the wrapper's exit status over the channel.
+ * Past grace + this, the handle is let go anyway (the channel's close ends it as well).
+ */
+#define LC__PROC_END_MARGIN_MS 10000
+
+void lc__process_end_begin(lc_process *p) {
+  proc_call pc = {.p = p};
+  if (p != NULL && p->lifeline)
+    lc__engine_run(p->engine, &pc.call, stop_fn);
+}
+
+void lc__process_end_wait(lc_process *p) {
+  if (p == NULL || !p->lifeline)
+    return;
+  lc__engine_lock(p->engine);
+  lc__engine_wait(p->engine, &p->finished, p->grace_ms + LC__PROC_END_MARGIN_MS);
+  lc__engine_unlock(p->engine);
+}
+
+/* A process under a lifeline is told to stop and its end is awaited (bounded, see above), so
+ * that what it started is gone from its host when this returns; then the handle goes. */
 void lc_process_free(lc_process *p) {
   proc_call pc = {.p = p};
   if (p == NULL)
     return;
+  lc__process_end_begin(p);
+  lc__process_end_wait(p);
   lc__engine_run(p->engine, &pc.call, free_fn);
 }
 

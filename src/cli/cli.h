@@ -135,6 +135,8 @@ int cli_parse_duration(const char *v, long long *ms);
  * the cluster. Returns CLI_EXIT_OK with *reply set (free with lc_free), or CLI_EXIT_FAIL. */
 int cli_request(const char *cmd, const char *name, const char *request, int timeout_ms,
                 char **reply);
+/* cli_request, then its reply on stdout (ending in a newline). Returns CLI_EXIT_*. */
+int cli_request_print(const char *cmd, const char *name, const char *request, int timeout_ms);
 /* The cluster meant (client.c): name when given, else the one that runs (an error names them
  * when there are several, or says there is none). *out is free'd. Returns CLI_EXIT_*. */
 int cli_resolve_name(const char *cmd, const char *name, char **out);

@@ -31,6 +31,18 @@ int cli_request(const char *cmd, const char *name, const char *request, int time
   return cli_fail(cmd, r, "which cluster?");
 }
 
+int cli_request_print(const char *cmd, const char *name, const char *request, int timeout_ms) {
+  char *reply = NULL;
+  int r;
+  if ((r = cli_request(cmd, name, request, timeout_ms, &reply)) != 0)
+    return r;
+  fputs(reply, stdout);
+  if (reply[0] != '\0' && reply[strlen(reply) - 1] != '\n')
+    fputc('\n', stdout);
+  lc_free(reply);
+  return CLI_EXIT_OK;
+}
+
 int cli_resolve_name(const char *cmd, const char *name, char **out) {
   lc_control_entry *e = NULL;
   size_t n = 0, alive = 0, at = 0;

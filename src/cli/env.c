@@ -9,8 +9,6 @@
 
 int cli_env(int argc, char **argv) {
   const char *name = NULL;
-  char *reply = NULL;
-  int r;
   for (int i = 1; i < argc; i++) {
     if (cli_is_help(argv[i])) {
       printf("usage: " CLI_NAME " env [NAME]\n"
@@ -22,11 +20,5 @@ int cli_env(int argc, char **argv) {
     if (cli_take_name("env", argv[i], &name) < 0)
       return CLI_EXIT_USAGE;
   }
-  if ((r = cli_request("env", name, "env", 15000, &reply)) != 0)
-    return r;
-  fputs(reply, stdout);
-  if (reply[0] != '\0' && reply[strlen(reply) - 1] != '\n')
-    fputc('\n', stdout);
-  lc_free(reply);
-  return CLI_EXIT_OK;
+  return cli_request_print("env", name, "env", 15000);
 }

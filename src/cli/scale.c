@@ -10,9 +10,8 @@
 
 int cli_scale(int argc, char **argv) {
   const char *name = NULL;
-  char *reply = NULL, *end, request[32];
+  char *end, request[32];
   long workers = -1;
-  int r;
   for (int i = 1; i < argc; i++) {
     if (cli_is_help(argv[i])) {
       printf("usage: " CLI_NAME " scale NAME --workers N\n"
@@ -34,11 +33,5 @@ int cli_scale(int argc, char **argv) {
   if (workers < 0)
     return cli_usage_error("scale", "to how many workers? give --workers N");
   snprintf(request, sizeof(request), "scale %ld", workers);
-  if ((r = cli_request("scale", name, request, 15 * 60 * 1000, &reply)) != 0)
-    return r;
-  fputs(reply, stdout);
-  if (reply[0] != '\0' && reply[strlen(reply) - 1] != '\n')
-    fputc('\n', stdout);
-  lc_free(reply);
-  return CLI_EXIT_OK;
+  return cli_request_print("scale", name, request, 15 * 60 * 1000);
 }

@@ -9,8 +9,7 @@
 
 int cli_status(int argc, char **argv) {
   const char *name = NULL;
-  char *reply = NULL;
-  int json = 0, r;
+  int json = 0;
   for (int i = 1; i < argc; i++) {
     if (cli_is_help(argv[i])) {
       printf("usage: " CLI_NAME " status [NAME] [--json]\n"
@@ -26,11 +25,5 @@ int cli_status(int argc, char **argv) {
     else if (cli_take_name("status", argv[i], &name) < 0)
       return CLI_EXIT_USAGE;
   }
-  if ((r = cli_request("status", name, json ? "status json" : "status", 15000, &reply)) != 0)
-    return r;
-  fputs(reply, stdout);
-  if (reply[0] != '\0' && reply[strlen(reply) - 1] != '\n')
-    fputc('\n', stdout);
-  lc_free(reply);
-  return CLI_EXIT_OK;
+  return cli_request_print("status", name, json ? "status json" : "status", 15000);
 }

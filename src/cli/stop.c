@@ -5,13 +5,63 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/* How long stop waits for a supervisor that answered "stopped" and gave its name back to exit:
+ * it has only its own memory left to free by then. */
+#define STOP_EXIT_WAIT_MS 60000
+
+/* The pid of name's supervisor when it is a lazyclusterctl like this one (which exits once its
+ * cluster is down), else 0: a program that holds its cluster through the C API lives on. */
+static long our_supervisor(const char *name) {
+  lc_control_entry *e = NULL;
+  char self[PATH_MAX], exe[PATH_MAX], path[64];
+  ssize_t n, m;
+  size_t count = 0;
+  long pid = 0;
+  if (lc_control_list(&e, &count, NULL, 0) < 0)
+    return 0;
+  for (size_t i = 0; i < count; i++)
+    if (e[i].alive && strcmp(e[i].name, name) == 0)
+      pid = e[i].pid;
+  lc_control_entries_free(e, count);
+  if (pid <= 0 || pid == (long)getpid())
+    return 0;
+  snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+  if ((n = readlink("/proc/self/exe", self, sizeof(self) - 1)) <= 0 ||
+      (m = readlink(path, exe, sizeof(exe) - 1)) <= 0 || n != m ||
+      memcmp(self, exe, (size_t)n) != 0)
+    return 0;
+  return pid;
+}
+
+/* pid has exited: gone, or a zombie that its parent has yet to reap. */
+static int exited(long pid) {
+  char path[64], buf[512], *paren;
+  FILE *f;
+  int z = 0;
+  if (kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+    return 1;
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  if ((f = fopen(path, "re")) == NULL)
+    return 1;
+  if (fgets(buf, sizeof(buf), f) != NULL && (paren = strrchr(buf, ')')) != NULL)
+    z = paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X');
+  fclose(f);
+  return z;
+}
 
 /* Stops one cluster; CLI_EXIT_*. */
 static int stop_one(const char *name) {
   char *reply = NULL;
+  long sup = our_supervisor(name);
   int r = lc_control_request(&reply, NULL, name, "stop", 15 * 60 * 1000);
   lc_free(reply);
   if (r == LC_ECLOSED) { /* its supervisor is gone already, and with it (the lifeline) the rest */
@@ -29,6 +79,17 @@ static int stop_one(const char *name) {
                      "60 s\n",
             name);
     return CLI_EXIT_FAIL;
+  }
+  /* its cluster is down; the supervisor's own end is a bounded poll (it is no child of ours) */
+  for (int waited = 0; sup > 0 && !exited(sup); waited += 20) {
+    if (waited >= STOP_EXIT_WAIT_MS) {
+      fprintf(stderr,
+              CLI_NAME " stop: cluster %s: its supervisor (pid %ld) said stopped, but still runs "
+                       "after %d s\n",
+              name, sup, STOP_EXIT_WAIT_MS / 1000);
+      return CLI_EXIT_FAIL;
+    }
+    poll(NULL, 0, 20);
   }
   printf("%s: stopped\n", name);
   return CLI_EXIT_OK;

@@ -140,9 +140,14 @@ out:
   return 0;
 }
 
+/* Tears down in order: the workers (all told to stop at once, then each awaited: lc_process_free
+ * returns once a process's lifeline confirmed its end, or after its grace period plus a margin),
+ * then the master, then the tunnels; the hosts' working directories go with their runtimes. */
 void lc_cluster_free(lc_cluster *c) {
   if (c == NULL)
     return;
+  for (size_t i = 0; i < c->nworkers; i++)
+    lc__process_end_begin(c->workers[i].proc);
   for (size_t i = 0; i < c->nworkers; i++)
     lc__worker_clear(&c->workers[i]);
   lc_process_free(c->master_proc);

@@ -229,6 +229,9 @@ int lc__worker_spawn(lc_cluster *c, lc__worker *w);
  * ready; on failure its new process is ended (w->proc NULL, w->stopped set) and *res has how it
  * ended (exit_status -1 and no signal: it was not ready in time). */
 int lc__worker_respawn(lc_cluster *c, lc__worker *w, lc_exec_result *res);
+/* Ends w's process (its process group, awaited up to LC__WORKER_STOP_WAIT_MS) and lets it go; w
+ * is not ready. Its place and state are the caller's (worker.c). NULL proc is fine. */
+void lc__worker_end_process(lc__worker *w);
 
 /* ---- master.c ---- */
 void lc__cluster_workdirs_begin(lc_cluster *c);

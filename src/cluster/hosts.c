@@ -13,14 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* Wall-clock ms since the Unix epoch, for the status's "since when". */
-static long long wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Pause between tries of a waiting worker whose start failed on a host that answers. */
 #define LC__HOSTS_RETRY_MS 5000
@@ -105,19 +97,13 @@ static int start_at_place(lc_cluster *c, lc__worker *w) {
       (r = lc__worker_tunnels(c, w)) < 0) {
     char saved[LC_ERRMSG_MAX];
     snprintf(saved, sizeof(saved), "%s", lc_error_last());
-    if (w->proc != NULL) {
-      lc_process_stop(w->proc);
-      lc_process_wait(NULL, w->proc, 30000);
-      lc_process_free(w->proc);
-      w->proc = NULL;
-    }
+    lc__worker_end_process(w);
     w->stopped = 0; /* the restart's undoing marks it stopped: it is not the caller's stop */
-    w->ready = 0;
     return lc__error_set(r, "%s", saved);
   }
   w->state = LC_WORKER_RUNNING;
   w->took = 0;
-  w->started_ms = wall_ms();
+  w->started_ms = lc__wall_ms();
   return 0;
 }
 
@@ -224,7 +210,7 @@ static void host_lost(lc_cluster *c, size_t i) {
   uint64_t now = lc__now_ms();
   c->hosts[i].lost = 1;
   c->hosts[i].lost_at = now;
-  c->hosts[i].lost_ms = wall_ms();
+  c->hosts[i].lost_ms = lc__wall_ms();
   lc__cluster_note(c, "%s lost: it stopped answering", name);
   lc__cluster_emit(c, LC_CLUSTER_HOST_LOST, (int)i);
   for (size_t k = 0; k < c->nworkers; k++)
@@ -236,7 +222,7 @@ static void host_lost(lc_cluster *c, size_t i) {
     int gpu = -1;
     if (!active(w) || w->rt != rt || w->state != LC_WORKER_WAITING)
       continue;
-    if (c->opts.host_loss != LC_HOST_LOSS_MOVE || c->master_proc == NULL ||
+    if (c->opts.host_loss != LC_HOST_LOSS_MOVE || c->master_proc == NULL || c->master_backoff ||
         !free_slot(c, w, &to, &gpu)) {
       lc__cluster_note(c, "%s waits for %s%s", w->out->tag, name,
                        c->opts.host_loss == LC_HOST_LOSS_MOVE ? " (no free slot elsewhere)" : "");
@@ -293,7 +279,8 @@ int lc__hosts_tick(lc_cluster *c) {
     lc__worker *w = &c->workers[k];
     size_t h = lc__cluster_host_index(c, w->rt);
     if (!active(w) || w->state != LC_WORKER_WAITING || h >= c->nhosts || c->hosts[h].lost ||
-        !lc_runtime_is_connected(w->rt) || now < w->next_start || c->master_proc == NULL)
+        !lc_runtime_is_connected(w->rt) || now < w->next_start || c->master_proc == NULL ||
+        c->master_backoff) /* no start against a master that is down (repair.c) */
       continue;
     if (start_at_place(c, w) < 0) {
       lc__cluster_note(c, "%s could not start again on %s: %s; next try in %d s", w->out->tag,

@@ -294,7 +294,9 @@ int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending) {
   /* restarts that are due: the master's first (its workers may need it) */
   if (c->master_backoff && lc__now_ms() >= c->master_next_start && (r = master_restart(c)) < 0)
     return r;
-  for (size_t i = 0; i < c->nworkers; i++) {
+  /* a worker's restart waits while the master is down: against no master it would fail (or
+   * come up unreachable) and spend its restart budget for the master's end */
+  for (size_t i = 0; i < c->nworkers && !c->master_backoff; i++) {
     lc__worker *w = &c->workers[i];
     if (w->state != LC_WORKER_BACKOFF || w->stopped || lc__now_ms() < w->next_start)
       continue;
@@ -313,7 +315,7 @@ int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending) {
       *pending = 1;
     if (w->state == LC_WORKER_BACKOFF) {
       *pending = 1;
-      if (*due == 0 || w->next_start < *due)
+      if (!c->master_backoff && (*due == 0 || w->next_start < *due))
         *due = w->next_start;
     }
   }

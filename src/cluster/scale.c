@@ -10,9 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* How long a removed worker's process group may take to end (SIGTERM, grace, SIGKILL). */
-#define LC__SCALE_STOP_WAIT_MS 30000
-
 /* The type's graceful way, when it has one; its failure is only noted: they are stopped anyway. */
 static void retire(lc_cluster *c, size_t first, size_t n) {
   size_t *idx;
@@ -38,11 +35,7 @@ static void remove_from(lc_cluster *c, size_t first) {
       lc_process_stop(c->workers[i].proc);
   for (size_t i = first; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
-    if (w->proc != NULL) {
-      lc_process_wait(NULL, w->proc, LC__SCALE_STOP_WAIT_MS);
-      lc_process_free(w->proc);
-      w->proc = NULL;
-    }
+    lc__worker_end_process(w);
     if (!c->w->portless) {
       lc__cluster_drop_port_forwards(c, w->info.port, NULL);
       lc__cluster_release_port(c, w->info.port);

@@ -13,13 +13,19 @@
  * period, SIGKILL) before we give up waiting and free the handle, which ends it too. */
 #define LC__WORKER_STOP_WAIT_MS 30000
 
+void lc__worker_end_process(lc__worker *w) {
+  if (w->proc != NULL) {
+    lc_process_stop(w->proc);
+    lc_process_wait(NULL, w->proc, LC__WORKER_STOP_WAIT_MS);
+    lc_process_free(w->proc);
+    w->proc = NULL;
+  }
+  w->ready = 0;
+}
+
 /* Ends w's process (its process group) and waits for that; its place stays. */
 static void worker_end(lc_cluster *c, lc__worker *w, const char *why) {
-  lc_process_stop(w->proc);
-  lc_process_wait(NULL, w->proc, LC__WORKER_STOP_WAIT_MS);
-  lc_process_free(w->proc);
-  w->proc = NULL;
-  w->ready = 0;
+  lc__worker_end_process(w);
   w->stopped = 1;
   w->reported = 0;
   w->state = LC_WORKER_STOPPED;

@@ -402,6 +402,51 @@ static void test_master_end(void) {
   master_case(1, 63900);
 }
 
+/* A restartable master whose restarts fail at once (its first start runs our serve). */
+static int failing_master_calls;
+static int failing_master_command(lc_master_launcher *self, lc_cluster *c, int port, char **out) {
+  (void)self;
+  (void)c;
+  if (failing_master_calls++ == 0)
+    return master_command(self, c, port, out);
+  *out = strdup("echo no master this time >&2; exit 1");
+  return *out ? 0 : -ENOMEM;
+}
+
+/* A worker that ended while the master is down (in its backoff) waits for the master: it is not
+ * restarted against no master, which would spend its restart budget for the master's end. The
+ * master's restarts fail until it is given up (3 within the window): the worker was never
+ * restarted, and it is still in its backoff. */
+static void test_master_down_holds_workers(void) {
+  lc_master_launcher *cm = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_master_launcher m = {.version = 4, .command = failing_master_command, .restartable = 1};
+  lc_cluster *c = NULL;
+  lc_cluster_options o = options(63600);
+  char msg[4096];
+  long mpid, wpid;
+  failing_master_calls = 0;
+  o.max_restarts = 3;
+  LC_REQUIRE_OK(th_command_type(&cm, &w, master_tmpl, worker_tmpl));
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, &m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 2));
+  mpid = lc_process_pid(lc_cluster_master_process(c));
+  wpid = status_of(c, 0).pid;
+  LC_CHECK(mpid > 1 && wpid > 1);
+  LC_CHECK(kill((pid_t)mpid, SIGKILL) == 0);
+  LC_CHECK(kill9_on(atoi(status_of(c, 0).host + 3), wpid) == 0);
+  LC_CHECK(hold_until(c, LC_CLUSTER_WORKER_RESTARTED, 0, msg, sizeof(msg)) == LC_EREMOTE);
+  LC_CHECK_CONTAINS(msg, "master ended 4 times within");
+  LC_CHECK_CONTAINS(msg, "given up");
+  LC_CHECK(event_count(LC_CLUSTER_MASTER_DOWN, -1) >= 3);
+  LC_CHECK(event_count(LC_CLUSTER_WORKER_DOWN, 0) == 1);
+  LC_CHECK(event_count(LC_CLUSTER_WORKER_RESTARTED, 0) == 0);
+  LC_CHECK(status_of(c, 0).state == LC_WORKER_BACKOFF && status_of(c, 0).restarts == 0);
+  lc_cluster_free(c);
+  check_nothing_left("^serve 636", 63600);
+  th_command_type_free(cm, w);
+}
+
 /* ttl 3 s: -ETIME and EXPIRED, from the end of the start. */
 static void test_ttl(void) {
   lc_master_launcher *m = NULL;
@@ -445,8 +490,13 @@ static void test_ttl(void) {
 
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_kill9_restarts_worker), LC_TEST(test_restart_budget), LC_TEST(test_policies),
-      LC_TEST(test_fish_user_restarts),    LC_TEST(test_master_end),     LC_TEST(test_ttl),
+      LC_TEST(test_kill9_restarts_worker),
+      LC_TEST(test_restart_budget),
+      LC_TEST(test_policies),
+      LC_TEST(test_fish_user_restarts),
+      LC_TEST(test_master_end),
+      LC_TEST(test_master_down_holds_workers),
+      LC_TEST(test_ttl),
   };
   lc_group_report *rep = NULL;
   lc_runtime_options ro = th_options();
