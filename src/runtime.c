@@ -256,7 +256,7 @@ void lc_runtime_free(lc_runtime *rt) {
       lc_runtime_exec(&res, rt, cmd.data, &eo);
     lc__buf_free(&cmd);
   }
-  lc_process_free(rt->workdir_keeper);
+  lc__process_free_awaited(rt->workdir_keeper); /* it removes the directory; gone when it ends */
   free(rt->workdir_keeper_arg);
   runtime_close(rt);
   lc_runtime_free(rt->jump);
@@ -692,12 +692,15 @@ int lc_process_stop(lc_process *p) {
 }
 
 /*
- * How long lc_process_free waits for the confirmed end of a process under a lifeline that still
- * runs, beyond the kill grace period: the lifeline's SIGTERM, grace, SIGKILL, its sweep and its
- * cleanup (a working directory's removal), then the wrapper's exit status over the channel.
- * Past grace + this, the handle is let go anyway (the channel's close ends it as well).
+ * How long a teardown waits for the confirmed end of a process under a lifeline, beyond the kill
+ * grace period: the lifeline's SIGTERM, grace, SIGKILL, its sweep and its cleanup (a working
+ * directory's removal), then the wrapper's exit status over the channel.
  */
 #define LC__PROC_END_MARGIN_MS 10000
+
+uint64_t lc__process_end_deadline(const lc_process *p) {
+  return lc__now_ms() + (uint64_t)(p != NULL ? p->grace_ms : 0) + LC__PROC_END_MARGIN_MS;
+}
 
 void lc__process_end_begin(lc_process *p) {
   proc_call pc = {.p = p};
@@ -705,22 +708,28 @@ void lc__process_end_begin(lc_process *p) {
     lc__engine_run(p->engine, &pc.call, stop_fn);
 }
 
-void lc__process_end_wait(lc_process *p) {
-  if (p == NULL || !p->lifeline)
+/* Only while its host answers: a lost host's lifelines end by themselves (the heartbeat), and
+ * nobody would confirm it. */
+void lc__process_end_wait(lc_process *p, uint64_t deadline) {
+  uint64_t now = lc__now_ms();
+  if (p == NULL || !p->lifeline || now >= deadline || p->rt == NULL ||
+      !lc_runtime_is_connected(p->rt))
     return;
   lc__engine_lock(p->engine);
-  lc__engine_wait(p->engine, &p->finished, p->grace_ms + LC__PROC_END_MARGIN_MS);
+  lc__engine_wait(p->engine, &p->finished, (int)(deadline - now));
   lc__engine_unlock(p->engine);
 }
 
-/* A process under a lifeline is told to stop and its end is awaited (bounded, see above), so
- * that what it started is gone from its host when this returns; then the handle goes. */
+void lc__process_free_awaited(lc_process *p) {
+  lc__process_end_begin(p);
+  lc__process_end_wait(p, lc__process_end_deadline(p));
+  lc_process_free(p);
+}
+
 void lc_process_free(lc_process *p) {
   proc_call pc = {.p = p};
   if (p == NULL)
     return;
-  lc__process_end_begin(p);
-  lc__process_end_wait(p);
   lc__engine_run(p->engine, &pc.call, free_fn);
 }
 

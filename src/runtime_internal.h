@@ -302,12 +302,16 @@ int lc__runtime_spawn_plain(lc_process **out, lc_runtime *rt, const char *comman
  * directory before the worker starts. */
 int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *command,
                             const lc_exec_options *opts, const char *setup);
-/* The two halves of lc_process_free's wait, for many processes at once: end_begin tells a
- * process under a lifeline to stop (returns at once); end_wait awaits its confirmed end, at most
- * its kill grace period plus LC__PROC_END_MARGIN_MS (runtime.c). Both accept NULL and do nothing
- * for a process without a lifeline. Any thread but the engine's. */
+/* A teardown that returns when nothing is left, for many processes at once: end_begin tells a
+ * process under a lifeline to stop (returns at once); end_wait awaits its confirmed end until
+ * deadline (lc__now_ms), and not at all while its host does not answer; end_deadline is now plus
+ * its kill grace period plus a margin (LC__PROC_END_MARGIN_MS, runtime.c); free_awaited is the
+ * three, then lc_process_free. All accept NULL and do nothing for a process without a lifeline.
+ * Any thread but the engine's. */
+uint64_t lc__process_end_deadline(const lc_process *p);
 void lc__process_end_begin(lc_process *p);
-void lc__process_end_wait(lc_process *p);
+void lc__process_end_wait(lc_process *p, uint64_t deadline);
+void lc__process_free_awaited(lc_process *p);
 /* Starts making rt's working directory without waiting (lc_runtime_workdir then waits for it),
  * so that many hosts make theirs at once. 0 when started or already there. Any thread but the
  * engine's. */

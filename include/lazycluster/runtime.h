@@ -166,9 +166,9 @@ LC_EXTERN long lc_process_pid(const lc_process *proc);
 /** Asks the lifeline to end the process group (SIGTERM, grace period, SIGKILL). Returns at once. */
 LC_EXTERN int lc_process_stop(lc_process *proc);
 
-/** Stops the process if it still runs and frees the handle; no callback runs after it. A process
- * under a lifeline is awaited until its host confirms its end (at most the kill grace period plus
- * 10 s). NULL is fine. */
+/** Stops the process if it still runs and frees the handle at once (its lifeline ends its process
+ * group on the host after that: a cluster's teardown awaits those ends, lc_cluster_free); no
+ * callback runs after it. NULL is fine. */
 LC_EXTERN void lc_process_free(lc_process *proc);
 
 /**

@@ -140,17 +140,24 @@ out:
   return 0;
 }
 
-/* Tears down in order: the workers (all told to stop at once, then each awaited: lc_process_free
- * returns once a process's lifeline confirmed its end, or after its grace period plus a margin),
- * then the master, then the tunnels; the hosts' working directories go with their runtimes. */
+/* Tears down in order: the workers (all told to stop at once, then awaited until their lifelines
+ * confirmed their ends, all within one grace period plus a margin, and not on a host that does
+ * not answer), then the master the same way, then the tunnels; the hosts' working directories go
+ * with their runtimes. */
 void lc_cluster_free(lc_cluster *c) {
+  uint64_t deadline = 0;
   if (c == NULL)
     return;
-  for (size_t i = 0; i < c->nworkers; i++)
+  for (size_t i = 0; i < c->nworkers; i++) {
     lc__process_end_begin(c->workers[i].proc);
-  for (size_t i = 0; i < c->nworkers; i++)
+    if (c->workers[i].proc != NULL && deadline == 0)
+      deadline = lc__process_end_deadline(c->workers[i].proc);
+  }
+  for (size_t i = 0; i < c->nworkers; i++) {
+    lc__process_end_wait(c->workers[i].proc, deadline);
     lc__worker_clear(&c->workers[i]);
-  lc_process_free(c->master_proc);
+  }
+  lc__process_free_awaited(c->master_proc);
   lc__output_free(c->master_out);
   lc__restart_log_free(&c->master_restart_log);
   lc__fwdlist_free(&c->fwds);
