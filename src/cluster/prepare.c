@@ -159,53 +159,13 @@ int lc__workers_stage(lc_cluster *c, lc__wstart *st) {
 }
 
 void lc__workers_unstage(lc_cluster *c, lc__wstart *st) {
-  size_t n = 0, cap = c->nworkers - st->first;
-  lc_runtime **rts = NULL;
-  lc_task **tasks = NULL;
-  lc_group_report *rep = NULL;
   char saved[LC_ERRMSG_MAX];
-
   if (!st->staged)
     return;
   st->staged = 0;
   c->nstaged = st->staged_mark; /* the next start prepares them again */
   snprintf(saved, sizeof(saved), "%s", lc_error_last());
-  rts = lc__calloc(cap + 1, sizeof(*rts));
-  tasks = lc__calloc(cap + 1, sizeof(*tasks));
-  for (size_t i = st->first; rts != NULL && tasks != NULL && i < c->nworkers; i++) {
-    lc__buf cmd = {0};
-    size_t k;
-    for (k = 0; k < n && rts[k] != c->workers[i].rt; k++)
-      ;
-    if (k < n)
-      continue;
-    lc__buf_puts(&cmd, "rm -rf");
-    for (size_t j = i; j < c->nworkers; j++)
-      if (c->workers[j].rt == c->workers[i].rt && c->workers[j].workdir != NULL) {
-        lc__buf_puts(&cmd, " ");
-        lc__buf_shell_quote(&cmd, c->workers[j].workdir);
-      }
-    rts[n] = c->workers[i].rt;
-    if (cmd.data != NULL && lc_task_new(&tasks[n], "undo") == 0 &&
-        lc_task_add_run(tasks[n], cmd.data) < 0) {
-      lc_task_free(tasks[n]);
-      tasks[n] = NULL;
-    }
-    if (tasks[n] != NULL)
-      n++;
-    lc__buf_free(&cmd);
-  }
-  if (n > 0 &&
-      lc__group_run_tasks(&rep, c->group, rts, (const lc_task *const *)tasks, n, NULL, NULL) == 0)
-    for (size_t i = 0; i < n; i++)
-      if (lc_group_report_error(rep, i) < 0)
-        lc__cluster_note(c, "%s: removing the workers' directories failed: %s",
-                         lc_group_report_host(rep, i), lc_group_report_message(rep, i));
-  lc_group_report_free(rep);
-  for (size_t i = 0; tasks != NULL && i < n; i++)
-    lc_task_free(tasks[i]);
-  free(tasks);
-  free(rts);
+  lc__workers_remove_dirs(c, st->first, c->nworkers);
   lc__error_set(LC_EREMOTE, "%s", saved); /* the start's error stays the detail */
 }
 

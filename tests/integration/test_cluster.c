@@ -40,22 +40,6 @@ static const char *worker_tmpl =
     "echo \"$l\"' > master.txt; "
     "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
 
-static int count_everywhere(const char *pattern) {
-  int n = 0;
-  char cmd[256];
-  FILE *p;
-  for (int i = 0; i < HOSTS; i++)
-    n += th_count_procs(i, pattern);
-  snprintf(cmd, sizeof(cmd), "pgrep -fc '^[^ ]*lazyclusterctl %s' || true", pattern + 1);
-  if ((p = popen(cmd, "r")) != NULL) {
-    int k = 0;
-    if (fscanf(p, "%d", &k) == 1)
-      n += k;
-    pclose(p);
-  }
-  return n;
-}
-
 /* A file of a worker, read on its host. */
 static void worker_file(char *out, size_t size, lc_cluster *c, size_t i, const char *name) {
   const lc_worker_info *w = lc_cluster_worker(c, i);
@@ -105,13 +89,13 @@ static void test_more_workers_than_hosts(void) {
     LC_CHECK_CONTAINS(text, "\"worker_count\":7");
   }
   LC_CHECK(per_host[0] == 3 && per_host[1] == 2 && per_host[2] == 2); /* spread */
-  LC_CHECK(count_everywhere("^serve 610") == 8);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 610") == 8);
   /* more workers later */
   LC_CHECK_OK(lc_cluster_start_workers(c, 2));
   LC_CHECK(lc_cluster_worker_count(c) == 9);
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT); /* all still run */
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 610") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 610") == 0);
   th_command_type_free(m, w);
 }
 
@@ -159,9 +143,9 @@ static void test_master_moves_with_early_workers(void) {
   LC_CHECK(lc_cluster_worker_count(c) == 3);
   check_workers_reached_master(c, port); /* the restarted workers too */
   /* one master and three workers: the first generation of workers is gone */
-  LC_CHECK(count_everywhere("^serve 618") == 4);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 618") == 4);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 618") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 618") == 0);
   th_command_type_free(m, w);
   unlink(mark);
 }
@@ -185,10 +169,10 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   LC_CHECK(port != 61600 && port >= 61601 && port <= 61650);
   LC_CHECK_CONTAINS(lc_cluster_log(c),
                     "port 61600 was taken after all (port 61600 is in use on lab2");
-  check_workers_reached_master(c, port);         /* through their tunnels */
-  LC_CHECK(count_everywhere("^serve 616") == 4); /* the first master is gone */
+  check_workers_reached_master(c, port);                   /* through their tunnels */
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 616") == 4); /* the first master is gone */
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 616") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 616") == 0);
   th_command_type_free(m, w);
   close(held[1]);
   close(held[0]);
@@ -223,9 +207,9 @@ static void test_workers_move_when_port_taken(void) {
       LC_CHECK_CONTAINS(text, want); /* TF_CONFIG lists every worker's final port */
     }
   }
-  LC_CHECK(count_everywhere("^serve 619") == 4);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 619") == 4);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 619") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 619") == 0);
   th_command_type_free(m, w);
   for (int i = 0; i < 3; i++) {
     snprintf(text, sizeof(text), "%s/worker-port-taken-%d", th_dir(), i);
@@ -341,7 +325,8 @@ static void test_worker_errors(void) {
   LC_CHECK(r == LC_ENOPORTS);
   LC_CHECK_CONTAINS(lc_error_last(), "61601");
   LC_CHECK(lc_cluster_worker_count(c) == 0);
-  LC_CHECK(count_everywhere("^serve 6160") == 1); /* the master only: the start was undone */
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 6160") ==
+           1); /* the master only: the start was undone */
   lc_cluster_free(c);
   th_command_type_free(m, w);
   /* worker 1 fails at start: host, index, status and stderr; the others of that start go */
@@ -359,9 +344,9 @@ static void test_worker_errors(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "status 7");
   LC_CHECK_CONTAINS(lc_error_last(), "bad-worker-here");
   LC_CHECK(lc_cluster_worker_count(c) == 0);
-  for (int i = 0; i < 100 && count_everywhere("^serve 616") > 1; i++)
+  for (int i = 0; i < 100 && th_count_everywhere(HOSTS, "^serve 616") > 1; i++)
     usleep(50 * 1000);
-  LC_CHECK(count_everywhere("^serve 616") == 1);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 616") == 1);
   lc_cluster_free(c);
   th_command_type_free(m, w);
   /* an unknown placeholder is refused when the type is made, quoting it */
@@ -505,7 +490,7 @@ static void test_cli_timeout_messages(void) {
   LC_CHECK_CONTAINS(out, " within 1 s (the worker timeout given; --timeout S changes it): it "
                          "still runs");
   wait_no_sleepers();
-  LC_CHECK(count_everywhere("^serve 618") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 618") == 0);
 }
 
 /* lazyclusterctl start --help states each built-in type's limits. */
@@ -540,7 +525,7 @@ static void test_sigkill_of_start(void) {
       break;
     }
   LC_CHECK(ready);
-  LC_CHECK(count_everywhere("^serve 617") == 5);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 617") == 5);
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);
   if (out != NULL)
@@ -548,7 +533,7 @@ static void test_sigkill_of_start(void) {
   {
     int left = -1, dirs = -1;
     for (int t = 0; t < 60 && (left != 0 || dirs != 0); t++) {
-      left = count_everywhere("^serve 617");
+      left = th_count_everywhere(HOSTS, "^serve 617");
       dirs = 0;
       for (int i = 0; i < HOSTS; i++) {
         FILE *p;
@@ -778,7 +763,7 @@ static void test_line_hooks_and_counter(void) {
   LC_CHECK_OK(lc_cluster_counter_wait(c, 2, 10000, NULL));
   LC_CHECK(seen_wait(&S.worker_lines[0], 1) == 1);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 620") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 620") == 0);
   th_command_type_free(m, w);
 }
 
@@ -815,7 +800,7 @@ static void test_down_events_each_end_once(void) {
   o.restart = LC_RESTART_NEVER; /* every end reported (test_repair: the restart policy) */
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
   LC_REQUIRE_OK(lc_cluster_start(c, 3));
-  LC_CHECK(count_everywhere("^serve 621") == 4);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 621") == 4);
   kill_worker(c, 1);
   r = lc_cluster_wait(c, 30000);
   LC_CHECK(r == LC_EREMOTE);
@@ -828,13 +813,13 @@ static void test_down_events_each_end_once(void) {
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
   LC_CHECK(seen_get(&S.down[2]) == 1);
   LC_CHECK(seen_get(&S.down[0]) == 0 && seen_get(&S.down[1]) == 0 && seen_get(&S.down[3]) == 0);
-  LC_CHECK(count_everywhere("^serve 621") == 3);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 621") == 3);
   LC_CHECK(lc_cluster_worker_stop(c, 1) == -EINVAL); /* ended: nothing to stop */
   /* back on its place */
   LC_CHECK_OK(lc_cluster_worker_restart(c, 1));
   LC_CHECK(seen_get(&S.up[2]) == 2);
   LC_CHECK(worker_listens(c, 1));
-  LC_CHECK(count_everywhere("^serve 621") == 4);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 621") == 4);
   /* the master */
   if ((f = fopen(pidfile, "r")) != NULL) {
     if (fgets(text, sizeof(text), f) != NULL)
@@ -862,7 +847,7 @@ static void test_down_events_each_end_once(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "nothing runs");
   LC_CHECK(seen_get(&S.down[0]) == 1);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 621") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 621") == 0);
   th_command_type_free(m, w);
   unlink(pidfile);
 }
@@ -899,7 +884,7 @@ static void test_worker_stop_restart(void) {
   LC_CHECK(th_count_procs(h, "lc-lifeline lab2 worker-2") >= 1);
   LC_CHECK_OK(lc_cluster_worker_stop(c, 2));
   LC_CHECK(!worker_listens(c, 2));
-  LC_CHECK(count_everywhere("^serve 622") == 3);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 622") == 3);
   LC_CHECK(th_count_procs(h, " w2") == 0);
   for (int t = 0; t < 100 && th_count_procs(h, "lc-lifeline lab2 worker-2") > 0; t++)
     usleep(100 * 1000); /* the lifeline's shell goes after its group */
@@ -922,7 +907,7 @@ static void test_worker_stop_restart(void) {
   LC_CHECK(worker_listens(c, 2));
   LC_CHECK(th_count_procs(h, " w2") == 1);
   LC_CHECK(seen_get(&S.up[3]) == 2);
-  LC_CHECK(count_everywhere("^serve 622") == 5);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 622") == 5);
   /* a running worker restarted: a new process on its host (by pid: a handle's address may be
    * reused) */
   h0 = atoi(lc_cluster_worker(c, 0)->host + 3);
@@ -931,10 +916,10 @@ static void test_worker_stop_restart(void) {
   after = th_each_proc(h0, "cmdline", pid_if_matches, " w0");
   LC_CHECK(lc_cluster_worker_process(c, 0) != NULL);
   LC_CHECK(before > 1 && after > 1 && after != before);
-  LC_CHECK(count_everywhere("^serve 622") == 5);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 622") == 5);
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 622") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 622") == 0);
   th_command_type_free(m, w);
 }
 
@@ -962,9 +947,9 @@ static void test_after_start(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "after_start failed: after-start refuses (3, 2)");
   LC_CHECK(S.after_calls == 3);
   LC_CHECK(lc_cluster_worker_count(c) == 3);
-  LC_CHECK(count_everywhere("^serve 623") == 4);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 623") == 4);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 623") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 623") == 0);
   /* refused after lc_cluster_start: nothing is left on any host */
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
   r = lc_cluster_start(c, 3);
@@ -972,7 +957,7 @@ static void test_after_start(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "after-start refuses (0, 3)");
   LC_CHECK(S.after_calls == 4);
   LC_CHECK(lc_cluster_worker_count(c) == 0 && lc_cluster_master_port(c) == 0);
-  LC_CHECK(count_everywhere("^serve 623") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 623") == 0);
   lc_cluster_free(c);
   th_command_type_free(m, w);
 }
@@ -995,23 +980,9 @@ int main(int argc, char **argv) {
       LC_TEST(test_worker_stop_restart),
       LC_TEST(test_after_start),
   };
-  lc_group_report *rep = NULL;
-  lc_runtime_options ro = th_options();
   int r;
-  signal(SIGPIPE, SIG_IGN);
-  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
-    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
-    return 2;
-  }
-  snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
-  if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
-      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 || lc_group_report_failures(rep) != 0 ||
-      th_ship_ctl(group, ctl) < 0) {
-    fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
-            rep ? lc_group_report_message(rep, 0) : "");
-    return 2;
-  }
-  lc_group_report_free(rep);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
+  th_group_setup(&engine, &group, hosts, HOSTS, ctl);
   r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
   lc_group_free(group);
   lc_engine_free(engine);

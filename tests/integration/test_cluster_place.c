@@ -539,12 +539,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_cli_placement),
   };
   int r;
-  signal(SIGPIPE, SIG_IGN);
-  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
-    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
-    return 2;
-  }
-  snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
   if (lc_engine_new(&engine, NULL) < 0 || ship_binary() < 0) {
     fprintf(stderr, "FATAL: setup failed: %s\n", lc_error_last());
     return 2;

@@ -39,43 +39,6 @@ static long long now_ms(void) {
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int mesh_type(lc_master_launcher **m, lc_worker_launcher **w) {
-  char a[4400], b[2048];
-  const char *args[4] = {a, b, "expose=mesh", NULL};
-  snprintf(a, sizeof(a), "master=%s", master_tmpl);
-  snprintf(b, sizeof(b), "worker=%s", worker_tmpl);
-  return lc_cluster_type_find("command")->make(m, w, args);
-}
-
-static int count_everywhere(const char *pattern) {
-  int n = 0;
-  char cmd[256];
-  FILE *p;
-  for (int i = 0; i < HOSTS; i++)
-    n += th_count_procs(i, pattern);
-  snprintf(cmd, sizeof(cmd), "pgrep -fc '^[^ ]*lazyclusterctl %s' || true", pattern + 1);
-  if ((p = popen(cmd, "r")) != NULL) {
-    int k = 0;
-    if (fscanf(p, "%d", &k) == 1)
-      n += k;
-    pclose(p);
-  }
-  return n;
-}
-
-static void answer_here(char *out, size_t size, int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ssize_t k = 0;
-  out[0] = '\0';
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-    k = read(fd, out, size - 1);
-  out[k > 0 ? k : 0] = '\0';
-  if (fd >= 0)
-    close(fd);
-}
-
 static void answer_on(char *out, size_t size, lc_group *g, int i, int port) {
   collect col;
   lc_exec_result res;
@@ -191,7 +154,7 @@ static void check_nothing_left(const char *pattern, int lo, int hi) {
   for (int t = 0; t < 40 && (procs != 0 || lis != 0 || dirs != 0); t++) {
     if (t > 0)
       usleep(500 * 1000);
-    procs = count_everywhere(pattern);
+    procs = th_count_everywhere(HOSTS, pattern);
     lis = dirs = 0;
     for (int i = 0; i < HOSTS; i++) {
       lis += listeners_on(i, lo, hi);
@@ -217,7 +180,7 @@ static void test_move_and_wait_then_back(void) {
   lc_exec_result res;
 
   LC_REQUIRE(g != NULL);
-  LC_REQUIRE_OK(mesh_type(&m, &w));
+  LC_REQUIRE_OK(th_command_type_with(&m, &w, master_tmpl, worker_tmpl, "expose=mesh"));
   ox.master_port = 62500;
   ox.worker_ports = "62501-62530";
   ox.on_event = on_event;
@@ -248,7 +211,7 @@ static void test_move_and_wait_then_back(void) {
   LC_CHECK_STR(lc_cluster_worker(x, 1)->host, "lab2");
   LC_CHECK(lc_cluster_worker(x, 1)->port == xport);
   LC_CHECK(lc_cluster_worker_process(x, 1) != NULL);
-  answer_here(text, sizeof(text), xport);
+  th_answer_here(text, sizeof(text), xport);
   LC_CHECK_STR(text, "w1\n");
   answer_on(text, sizeof(text), g, 0, xport);
   LC_CHECK_STR(text, "w1\n");
@@ -278,7 +241,7 @@ static void test_move_and_wait_then_back(void) {
   LC_CHECK(lc_cluster_worker_process(y, 1) != NULL);
   LC_CHECK_STR(lc_cluster_worker(y, 1)->host, "lab1");
   LC_CHECK(lc_cluster_worker(y, 1)->port == yport);
-  answer_here(text, sizeof(text), yport);
+  th_answer_here(text, sizeof(text), yport);
   LC_CHECK_STR(text, "w1\n");
   answer_on(text, sizeof(text), g, 2, yport);
   LC_CHECK_STR(text, "w1\n");
@@ -293,7 +256,7 @@ static void test_move_and_wait_then_back(void) {
   LC_CHECK_OK(lc_cluster_host_status(y, LOST, &hs));
   LC_CHECK(hs.connected && !hs.reconnecting && hs.lost_ms == 0 && hs.workers == 1);
   LC_CHECK(lc_cluster_wait(x, 0) == -ETIMEDOUT && lc_cluster_wait(y, 0) == -ETIMEDOUT);
-  LC_CHECK(count_everywhere("^serve 625") == 7); /* 2 masters, 5 workers: no old ones */
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 625") == 7); /* 2 masters, 5 workers: no old ones */
 
   lc_cluster_free(x);
   lc_cluster_free(y);
@@ -318,7 +281,7 @@ static void test_wait_with_default_keepalive(void) {
   long long down_at, took;
 
   LC_REQUIRE(g != NULL);
-  LC_REQUIRE_OK(mesh_type(&m, &w));
+  LC_REQUIRE_OK(th_command_type_with(&m, &w, master_tmpl, worker_tmpl, "expose=mesh"));
   o.master_port = 62580;
   o.worker_ports = "62581-62599";
   o.host_loss = LC_HOST_LOSS_WAIT;
@@ -342,7 +305,7 @@ static void test_wait_with_default_keepalive(void) {
   fprintf(stderr, "  back %.1f s after link-up\n", took / 1000.0);
   LC_CHECK(s.back[LOST] == 1);
   LC_CHECK(lc_cluster_worker_process(c, 1) != NULL);
-  answer_here(text, sizeof(text), port);
+  th_answer_here(text, sizeof(text), port);
   LC_CHECK_STR(text, "w1\n");
   answer_on(text, sizeof(text), g, 0, port);
   LC_CHECK_STR(text, "w1\n");
@@ -358,12 +321,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_wait_with_default_keepalive),
   };
   int r;
-  signal(SIGPIPE, SIG_IGN);
-  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
-    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
-    return 2;
-  }
-  snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
   if (lc_engine_new(&engine, NULL) < 0) {
     fprintf(stderr, "FATAL: %s\n", lc_error_last());
     return 2;

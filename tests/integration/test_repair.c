@@ -498,23 +498,9 @@ int main(int argc, char **argv) {
       LC_TEST(test_master_down_holds_workers),
       LC_TEST(test_ttl),
   };
-  lc_group_report *rep = NULL;
-  lc_runtime_options ro = th_options();
   int r;
-  signal(SIGPIPE, SIG_IGN);
-  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
-    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
-    return 2;
-  }
-  snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
-  if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
-      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 || lc_group_report_failures(rep) != 0 ||
-      th_ship_ctl(group, ctl) < 0) {
-    fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
-            rep ? lc_group_report_message(rep, 0) : "");
-    return 2;
-  }
-  lc_group_report_free(rep);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
+  th_group_setup(&engine, &group, hosts, HOSTS, ctl);
   r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
   lc_group_free(group);
   lc_engine_free(engine);

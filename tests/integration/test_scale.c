@@ -25,45 +25,6 @@ static char master_tmpl[4200];
 static const char *hosts[] = {"lab0", "lab1", "lab2"};
 static const char *worker_tmpl = "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
 
-/* The command type with every worker's port on every host (expose=mesh). */
-static int mesh_type(lc_master_launcher **m, lc_worker_launcher **w) {
-  char a[4400], b[2048];
-  const char *args[4] = {a, b, "expose=mesh", NULL};
-  snprintf(a, sizeof(a), "master=%s", master_tmpl);
-  snprintf(b, sizeof(b), "worker=%s", worker_tmpl);
-  return lc_cluster_type_find("command")->make(m, w, args);
-}
-
-static int count_everywhere(const char *pattern) {
-  int n = 0;
-  char cmd[256];
-  FILE *p;
-  for (int i = 0; i < HOSTS; i++)
-    n += th_count_procs(i, pattern);
-  snprintf(cmd, sizeof(cmd), "pgrep -fc '^[^ ]*lazyclusterctl %s' || true", pattern + 1);
-  if ((p = popen(cmd, "r")) != NULL) {
-    int k = 0;
-    if (fscanf(p, "%d", &k) == 1)
-      n += k;
-    pclose(p);
-  }
-  return n;
-}
-
-/* The line a service on 127.0.0.1:port of this machine answers, or "". */
-static void answer_here(char *out, size_t size, int port) {
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ssize_t k = 0;
-  out[0] = '\0';
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0)
-    k = read(fd, out, size - 1);
-  out[k > 0 ? k : 0] = '\0';
-  if (fd >= 0)
-    close(fd);
-}
-
 /* The line a service on localhost:port of host i answers, or "". */
 static void answer_on(char *out, size_t size, int i, int port) {
   collect col;
@@ -120,7 +81,7 @@ static void check_reachable(lc_cluster *c) {
     const lc_worker_info *w = lc_cluster_worker(c, i);
     LC_CHECK(w->index == (int)i);
     snprintf(want, sizeof(want), "w%zu\n", i);
-    answer_here(text, sizeof(text), w->port);
+    th_answer_here(text, sizeof(text), w->port);
     LC_CHECK_STR(text, want);
     for (int h = 0; h < HOSTS; h++) {
       answer_on(text, sizeof(text), h, w->port);
@@ -138,7 +99,7 @@ static void test_scale_up_down_up(void) {
   int gone_port[5] = {0}, gone_host[5] = {0};
   char gone_dir[5][4096];
 
-  LC_REQUIRE_OK(mesh_type(&m, &w));
+  LC_REQUIRE_OK(th_command_type_with(&m, &w, master_tmpl, worker_tmpl, "expose=mesh"));
   o.master_port = 62400;
   o.worker_ports = "62401-62450";
   o.on_event = on_event;
@@ -151,7 +112,7 @@ static void test_scale_up_down_up(void) {
   LC_REQUIRE_OK(lc_cluster_scale(c, 5));
   LC_REQUIRE(lc_cluster_worker_count(c) == 5);
   LC_CHECK(ev.up == 5);
-  LC_CHECK(count_everywhere("^serve 624") == 6);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624") == 6);
   check_reachable(c);
   for (int i = 1; i < 5; i++) {
     const lc_worker_info *wi = lc_cluster_worker(c, (size_t)i);
@@ -167,7 +128,7 @@ static void test_scale_up_down_up(void) {
   LC_CHECK(ev.nremoved == 4);
   for (int k = 0; k < ev.nremoved && k < 4; k++)
     LC_CHECK(ev.removed[k] == 4 - k); /* the highest first */
-  LC_CHECK(count_everywhere("^serve 624") == 2);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624") == 2);
   for (int i = 1; i < 5; i++) {
     LC_CHECK(!lc_port_is_reserved(gone_port[i]));
     LC_CHECK(lc_port_is_free_local(gone_port[i]) == 1); /* no tunnel here */
@@ -181,7 +142,7 @@ static void test_scale_up_down_up(void) {
   LC_REQUIRE_OK(lc_cluster_scale(c, 3));
   LC_CHECK(lc_cluster_worker_count(c) == 3);
   LC_CHECK(ev.up == 7);
-  LC_CHECK(count_everywhere("^serve 624") == 4);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624") == 4);
   check_reachable(c); /* indices 1 and 2 again */
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT);
 
@@ -192,7 +153,7 @@ static void test_scale_up_down_up(void) {
   LC_CHECK(lc_cluster_scale(NULL, 1) == -EINVAL);
 
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 624") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624") == 0);
   for (int p = 62400; p <= 62410; p++)
     for (int h = 0; h < HOSTS; h++)
       LC_CHECK(!listens_on(h, p));
@@ -205,7 +166,7 @@ static void test_scale_to_zero(void) {
   lc_worker_launcher *w = NULL;
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
-  LC_REQUIRE_OK(mesh_type(&m, &w));
+  LC_REQUIRE_OK(th_command_type_with(&m, &w, master_tmpl, worker_tmpl, "expose=mesh"));
   o.master_port = 62460;
   o.worker_ports = "62461-62490";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -214,13 +175,13 @@ static void test_scale_to_zero(void) {
   LC_REQUIRE_OK(lc_cluster_start(c, 2));
   LC_REQUIRE_OK(lc_cluster_scale(c, 0));
   LC_CHECK(lc_cluster_worker_count(c) == 0);
-  LC_CHECK(count_everywhere("^serve 624[6-9]") == 1);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624[6-9]") == 1);
   LC_CHECK(lc_cluster_wait(c, 0) == -ETIMEDOUT); /* the master still runs */
   LC_REQUIRE_OK(lc_cluster_scale(c, 1));
   LC_CHECK(lc_cluster_worker(c, 0) != NULL && lc_cluster_worker(c, 0)->index == 0);
   check_reachable(c);
   lc_cluster_free(c);
-  LC_CHECK(count_everywhere("^serve 624[6-9]") == 0);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624[6-9]") == 0);
   th_command_type_free(m, w);
 }
 
@@ -229,23 +190,9 @@ int main(int argc, char **argv) {
       LC_TEST(test_scale_up_down_up),
       LC_TEST(test_scale_to_zero),
   };
-  lc_group_report *rep = NULL;
-  lc_runtime_options ro = th_options();
   int r;
-  signal(SIGPIPE, SIG_IGN);
-  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
-    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
-    return 2;
-  }
-  snprintf(master_tmpl, sizeof(master_tmpl), "exec '%s' serve {master_port} master", ctl);
-  if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
-      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 || lc_group_report_failures(rep) != 0 ||
-      th_ship_ctl(group, ctl) < 0) {
-    fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
-            rep ? lc_group_report_message(rep, 0) : "");
-    return 2;
-  }
-  lc_group_report_free(rep);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
+  th_group_setup(&engine, &group, hosts, HOSTS, ctl);
   r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
   lc_group_free(group);
   lc_engine_free(engine);

@@ -7,7 +7,7 @@
  * as a plug-in (libstaged.so) is run by lazyclusterctl in test_plugin.sh.
  */
 #include "lc_test.h"
-#include "testenv.h"
+#include "clusterenv.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -208,21 +208,9 @@ int main(int argc, char **argv) {
       LC_TEST(test_bad_args),         LC_TEST(test_spread),        LC_TEST(test_pack),
       LC_TEST(test_stop_restart_one), LC_TEST(test_killed_worker),
   };
-  lc_group_report *rep = NULL;
-  lc_runtime_options ro = th_options();
   int r;
-  signal(SIGPIPE, SIG_IGN);
-  if (getenv("LC_CTL") == NULL || realpath(getenv("LC_CTL"), ctl) == NULL) {
-    fprintf(stderr, "FATAL: LC_CTL must name lazyclusterctl\n");
-    return 2;
-  }
-  if (lc_engine_new(&engine, NULL) < 0 || lc_group_new(&group, engine, NULL) < 0 ||
-      lc_group_connect(&rep, group, hosts, HOSTS, &ro) < 0 || lc_group_report_failures(rep) != 0) {
-    fprintf(stderr, "FATAL: setup failed: %s %s\n", lc_error_last(),
-            rep ? lc_group_report_message(rep, 0) : "");
-    return 2;
-  }
-  lc_group_report_free(rep);
+  th_ctl_setup(ctl, NULL, 0);
+  th_group_setup(&engine, &group, hosts, HOSTS, NULL);
   for (int i = 0; i < HOSTS; i++) /* as an inventory's gpus=8 declares them */
     lc_runtime_set_resources(lc_group_at(group, i), 8, 0);
   r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
