@@ -219,15 +219,15 @@ typedef enum lc_cluster_event {
   LC_CLUSTER_MASTER_DOWN = 3, /**< the master's process ended on its own (not stopped by us) */
   LC_CLUSTER_WORKER_DOWN = 4, /**< worker index's process ended on its own */
   /* Options version 5 and later only (an older caller's switch never sees these): */
-  LC_CLUSTER_WORKER_RESTARTED = 5, /**< worker index was started again (restart policy) and is
-                                    * ready */
-  LC_CLUSTER_WORKER_FAILED = 6,    /**< worker index is given up: it ended and the policy says no
-                                    * more (never, on-failure with status 0, or max_restarts) */
-  LC_CLUSTER_HOST_LOST = 7,        /**< host index (its position in the group) stopped answering;
-                                    * its workers moved (WORKER_MOVED) or wait for it */
-  LC_CLUSTER_HOST_BACK = 8,        /**< host index answers again; its tunnels are back and its
-                                    * waiting workers start again */
-  LC_CLUSTER_WORKER_MOVED = 9,     /**< worker index runs on another host now (a lost host's) */
+  LC_CLUSTER_WORKER_RESTARTED = 5,  /**< worker index was started again (restart policy) and is
+                                     * ready */
+  LC_CLUSTER_WORKER_FAILED = 6,     /**< worker index is given up: it ended and the policy says no
+                                     * more (never, on-failure with status 0, or max_restarts) */
+  LC_CLUSTER_HOST_LOST = 7,         /**< host index (its position in the group) stopped answering;
+                                     * its workers moved (WORKER_MOVED) or wait for it */
+  LC_CLUSTER_HOST_BACK = 8,         /**< host index answers again; its tunnels are back and its
+                                     * waiting workers start again */
+  LC_CLUSTER_WORKER_MOVED = 9,      /**< worker index runs on another host now (a lost host's) */
   LC_CLUSTER_MASTER_RESTARTED = 10, /**< the master (index -1) was started again (restartable) */
   LC_CLUSTER_EXPIRED = 11,          /**< the cluster's ttl is up (index -1) */
   LC_CLUSTER_WORKER_REMOVED = 12,   /**< worker index was stopped by lc_cluster_scale */
@@ -401,12 +401,12 @@ LC_EXTERN long long lc_cluster_time_left_ms(const lc_cluster *c);
 
 /** What a worker is doing, for lc_worker_status.state. */
 typedef enum lc_worker_state {
-  LC_WORKER_STARTING = 1,  /**< its process runs, not ready yet */
-  LC_WORKER_RUNNING = 2,   /**< ready */
-  LC_WORKER_BACKOFF = 3,   /**< ended; starts again when its backoff is over */
-  LC_WORKER_WAITING = 4,   /**< its host is lost and it found no other: waits for the host */
-  LC_WORKER_STOPPED = 5,   /**< stopped by lc_cluster_worker_stop */
-  LC_WORKER_FAILED = 6,    /**< ended and given up (or ended with status 0 under on-failure) */
+  LC_WORKER_STARTING = 1, /**< its process runs, not ready yet */
+  LC_WORKER_RUNNING = 2,  /**< ready */
+  LC_WORKER_BACKOFF = 3,  /**< ended; starts again when its backoff is over */
+  LC_WORKER_WAITING = 4,  /**< its host is lost and it found no other: waits for the host */
+  LC_WORKER_STOPPED = 5,  /**< stopped by lc_cluster_worker_stop */
+  LC_WORKER_FAILED = 6,   /**< ended and given up (or ended with status 0 under on-failure) */
 } lc_worker_state;
 
 #define LC_WORKER_STATUS_VERSION 1

@@ -6,8 +6,8 @@
  * others keep answering), and nothing left on any host after each cluster is freed. The same file
  * as a plug-in (libstaged.so) is run by lazyclusterctl in test_plugin.sh.
  */
-#include "lc_test.h"
 #include "clusterenv.h"
+#include "lc_test.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
