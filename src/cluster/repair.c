@@ -44,8 +44,10 @@ static size_t restarts_in_window(lc_cluster *c, lc__restart_log *l, uint64_t now
   size_t old = 0;
   while (old < l->n && now - l->at[old] >= window)
     old++;
-  memmove(l->at, l->at + old, (l->n - old) * sizeof(*l->at));
-  l->n -= old;
+  if (old > 0) { /* l->at is NULL before the first restart */
+    memmove(l->at, l->at + old, (l->n - old) * sizeof(*l->at));
+    l->n -= old;
+  }
   return l->n;
 }
 
