@@ -298,7 +298,7 @@ int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const 
   if (keep)
     return 0;
   /* the keeper stays; its lifeline removes the directory however it ends */
-  if ((r = lc__buf_puts(out, "while :; do sleep 3600 & wait $!; done\n")) < 0 ||
+  if ((r = lc__buf_puts(out, LC__KEEPER_SH)) < 0 ||
       (r = lc__buf_puts(cleanup, "rm -rf -- ")) < 0 || (r = append_root(cleanup, root)) < 0 ||
       (r = lc__buf_puts(cleanup, "/")) < 0)
     return r;

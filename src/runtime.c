@@ -1083,7 +1083,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
       lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
       lc__buf_puts(&cmd, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n") < 0 ||
       (!rt->opts.keep_workdir &&
-       (lc__buf_puts(&cmd, "while :; do sleep 3600 & wait $!; done\n") < 0 ||
+       (lc__buf_puts(&cmd, LC__KEEPER_SH) < 0 ||
         lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
         lc__buf_shell_quote(&cleanup, rt->workdir) < 0))) {
     r = lc__error_set(-ENOMEM, "out of memory");

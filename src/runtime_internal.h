@@ -302,6 +302,12 @@ int lc__runtime_spawn_plain(lc_process **out, lc_runtime *rt, const char *comman
  * directory before the worker starts. */
 int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *command,
                             const lc_exec_options *opts, const char *setup);
+/* What a working directory's keeper runs once the directory is made: one process and nothing
+ * else in its group, so that a stop ends it at once (a shell looping over `sleep & wait` took
+ * about 2 s from the stop to its confirmed end, per host, at every runtime's free). The sleep
+ * outlasts any cluster (68 years); GNU's and busybox's sleep take the number. */
+#define LC__KEEPER_SH "exec sleep 2147483647\n"
+
 /* A teardown that returns when nothing is left, for many processes at once: end_begin tells a
  * process under a lifeline to stop (returns at once); end_wait awaits its confirmed end until
  * deadline (lc__now_ms), and not at all while its host does not answer; end_deadline is now plus
