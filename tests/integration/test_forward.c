@@ -949,7 +949,7 @@ static void test_sshd_restart(void) {
   FILE *f;
 
   snprintf(restore_sshd, sizeof(restore_sshd), "%s start-sshd 6 --dir %s", th_script(), th_dir());
-  restore_hosts();                        /* a run that died midway may have left it stopped... */
+  restore_hosts();                      /* a run that died midway may have left it stopped... */
   th_kill_procs(6, "tcptool", SIGKILL); /* ...and its echo server running */
   LC_REQUIRE(host_open(&h, "lab6", NULL, 3000) == 0);
   /* the -L target on the host, outside any SSH session so that it outlives them */
@@ -1014,6 +1014,15 @@ static void test_sshd_restart(void) {
   LC_CHECK(ms >= 0);
   LC_CHECK(lc_forward_is_up(fl) && lc_forward_is_up(fr));
   LC_CHECK(one_check(&local, lc_forward_port(fl), 3) == 0);
+  /* the working directory went with the lost connection (its keeper's lifeline removed it at
+   * once): the tool goes there again before it serves the -R side */
+  {
+    char mk[4200];
+    lc_exec_result res;
+    snprintf(mk, sizeof(mk), "mkdir -p \"$(dirname '%s')\"", h.tool);
+    LC_CHECK(lc_runtime_exec(&res, h.rt, mk, NULL) == 0 && res.exit_status == 0);
+    LC_CHECK(lc_runtime_send_file(h.rt, LC_TCPTOOL, h.tool, 30000) == 0);
+  }
   LC_CHECK(one_check(&h, rport, 4) == 0);
 out:
   restore_hosts();
