@@ -131,6 +131,19 @@ static int port_on(lc_cluster *c, lc__worker *w, lc_runtime *rt) {
   return r;
 }
 
+/* Puts w on rt with its host name, directory, output and GPU (their old values are the
+ * caller's). */
+static void set_place(lc__worker *w, lc_runtime *rt, char *host, char *dir, lc__output *out,
+                      int gpu) {
+  w->rt = rt;
+  w->host = host;
+  w->workdir = dir;
+  w->out = out;
+  w->info.host = host;
+  w->info.workdir = dir;
+  w->info.gpu = gpu;
+}
+
 /* Moves w (whose host was lost) to gpu on rt: its tunnels go (they listen on its port, also on
  * rt), it gets its directory there and starts; WORKER_MOVED. On failure it is back at its place
  * on the lost host (waiting for it). */
@@ -151,22 +164,10 @@ static int move_worker(lc_cluster *c, lc__worker *w, lc_runtime *rt, int gpu) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
-  w->rt = rt;
-  w->host = host;
-  w->workdir = dir;
-  w->out = out;
-  w->info.host = host;
-  w->info.workdir = dir;
-  w->info.gpu = gpu;
+  set_place(w, rt, host, dir, out, gpu);
   if ((r = start_at_place(c, w)) < 0) {
     lc__cluster_drop_port_forwards(c, w->info.port, NULL);
-    w->rt = old_rt;
-    w->host = old_host;
-    w->workdir = old_dir;
-    w->out = old_out;
-    w->info.host = old_host;
-    w->info.workdir = old_dir;
-    w->info.gpu = old_gpu;
+    set_place(w, old_rt, old_host, old_dir, old_out, old_gpu);
     goto out;
   }
   host = dir = NULL;

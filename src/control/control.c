@@ -87,7 +87,7 @@ static int name_taken(const char *dir, const char *name) {
   int r;
   lc__control_read_entry(dir, &e);
   if (e.created_ms > 0)
-    lc__control_age(age, sizeof(age), lc__control_wall_ms() - e.created_ms);
+    lc__control_age(age, sizeof(age), lc__control_wall_ms() - e.created_ms, 0);
   r = lc__error_set(-EEXIST,
                     "a cluster named '%s' is running: its supervisor is pid %ld, started %s%s "
                     "(stop it, or choose another name)",

@@ -62,8 +62,9 @@ void lc__control_remove_dir(const char *dir);
 /* Reads an entry's info and ended files into e (name not set). */
 void lc__control_read_entry(const char *dir, lc_control_entry *e);
 
-/* "3 s", "2 min", "1 h 5 min", "2 d": an age for a message. */
-void lc__control_age(char *out, size_t size, long long ms);
+/* "3 s", "2 min", "1 h 5 min", "2 d 3 h": an age for a message; compact: "3s", "2m", "1h05m",
+ * "2d03h", for tables and the summary line. */
+void lc__control_age(char *out, size_t size, long long ms, int compact);
 
 /* The socket's address for path: the path itself when it fits sun_path, else through
  * /proc/self/fd/N of its directory (*dirfd then set, to be closed by the caller). */

@@ -248,16 +248,16 @@ void lc__control_read_entry(const char *dir, lc_control_entry *e) {
   }
 }
 
-void lc__control_age(char *out, size_t size, long long ms) {
+void lc__control_age(char *out, size_t size, long long ms, int compact) {
   long long s = ms < 0 ? 0 : ms / 1000;
   if (s < 120)
-    snprintf(out, size, "%lld s", s);
+    snprintf(out, size, compact ? "%llds" : "%lld s", s);
   else if (s < 7200)
-    snprintf(out, size, "%lld min", s / 60);
+    snprintf(out, size, compact ? "%lldm" : "%lld min", s / 60);
   else if (s < 2 * 86400)
-    snprintf(out, size, "%lld h %lld min", s / 3600, s % 3600 / 60);
+    snprintf(out, size, compact ? "%lldh%02lldm" : "%lld h %lld min", s / 3600, s % 3600 / 60);
   else
-    snprintf(out, size, "%lld d %lld h", s / 86400, s % 86400 / 3600);
+    snprintf(out, size, compact ? "%lldd%02lldh" : "%lld d %lld h", s / 86400, s % 86400 / 3600);
 }
 
 int lc__control_sockaddr(struct sockaddr_un *sa, const char *path, int *dirfd) {

@@ -34,19 +34,6 @@ static const char *worker_state_name(int state) {
   }
 }
 
-/* "5s", "3m", "2h05m", "3d02h": short, without spaces, for tables and the summary line. */
-static void short_age(char *out, size_t size, long long ms) {
-  long long s = ms < 0 ? 0 : ms / 1000;
-  if (s < 120)
-    snprintf(out, size, "%llds", s);
-  else if (s < 7200)
-    snprintf(out, size, "%lldm", s / 60);
-  else if (s < 2 * 86400)
-    snprintf(out, size, "%lldh%02lldm", s / 3600, s % 3600 / 60);
-  else
-    snprintf(out, size, "%lldd%02lldh", s / 86400, s % 86400 / 3600);
-}
-
 /* How a worker's last end reads ("it exited with status 1"), or "" when it never ended. */
 static void last_exit(char *out, size_t size, const lc_worker_status *ws) {
   if (!ws->ended)
@@ -168,9 +155,9 @@ int lc__control_summary(lc_control *ctl, lc__buf *b, int json) {
   char age[32], lefts[32] = "-", master[300] = "-";
   if (json)
     return summary_json(ctl, b);
-  short_age(age, sizeof(age), lc__control_wall_ms() - ctl->created_ms);
+  lc__control_age(age, sizeof(age), lc__control_wall_ms() - ctl->created_ms, 1);
   if (left >= 0)
-    short_age(lefts, sizeof(lefts), left);
+    lc__control_age(lefts, sizeof(lefts), left, 1);
   if (c != NULL && lc_cluster_master_port(c) > 0)
     snprintf(master, sizeof(master), "%s:%d", lc_cluster_master_host(c), lc_cluster_master_port(c));
   return lc__buf_printf(b, "%s %s %zu/%zu %zu %s %s %s\n", ctl->name, ctl->state, workers_up(ctl),
@@ -252,9 +239,9 @@ int lc__control_status_text(lc_control *ctl, lc__buf *b) {
   size_t n = worker_count(ctl), nh = host_count(ctl);
   char age[32], lefts[32] = "no limit";
   int r;
-  short_age(age, sizeof(age), now - ctl->created_ms);
+  lc__control_age(age, sizeof(age), now - ctl->created_ms, 1);
   if (left >= 0)
-    short_age(lefts, sizeof(lefts), left);
+    lc__control_age(lefts, sizeof(lefts), left, 1);
   if ((r = lc__buf_printf(b, "cluster     %s%s%s%s\nstate       %s%s%s\n", ctl->name,
                           ctl->type[0] ? " (" : "", ctl->type, ctl->type[0] ? ")" : "", ctl->state,
                           ctl->why ? ": " : "", ctl->why ? ctl->why : "")) < 0 ||
@@ -284,7 +271,7 @@ int lc__control_status_text(lc_control *ctl, lc__buf *b) {
     if (ws.gpu >= 0)
       snprintf(gpu, sizeof(gpu), "%d", ws.gpu);
     if (ws.started_ms > 0 && (ws.state == LC_WORKER_RUNNING || ws.state == LC_WORKER_STARTING))
-      short_age(up, sizeof(up), now - ws.started_ms);
+      lc__control_age(up, sizeof(up), now - ws.started_ms, 1);
     last_exit(end, sizeof(end), &ws);
     if ((r = lc__buf_printf(b, "  %-10s %-16s %-6d %-4s %-9s %-8ld %-8d %-7s %s\n", tag,
                             ws.host ? ws.host : "-", ws.port, gpu, worker_state_name(ws.state),
@@ -299,7 +286,7 @@ int lc__control_status_text(lc_control *ctl, lc__buf *b) {
     if (host_status(ctl, i, &hs) < 0)
       continue;
     if (hs.lost_ms > 0)
-      short_age(lost, sizeof(lost), now - hs.lost_ms);
+      lc__control_age(lost, sizeof(lost), now - hs.lost_ms, 1);
     if (hs.connected)
       r = lc__buf_printf(b, "  %-16s %-8d connected\n", hs.name, hs.workers);
     else
