@@ -283,12 +283,14 @@ wait "$run_pid"; rc=$?
 check "run: SIGTERM to run ends the driver too, exit 143 (its SIGTERM)" [ "$rc" -eq 143 ]
 check "run: SIGTERM: nothing left here" all '[ "$(local_procs r)" -eq 0 ]' '! pgrep -x -P 1 -f "sleep 120"' '[ -z "$(ls -A "$state")" ]'
 
-# Ctrl-C on a terminal (a pty from script(1)) reaches run and its driver: both stop
+# Ctrl-C on a terminal (a pty from script(1)) reaches run and its driver: both stop. script runs
+# $SHELL -c, and CI has no SHELL (then /bin/sh): dash, not interactive, dies of the SIGINT itself
+# instead of waiting for run's exit status, so the shell is named.
 cmds r
 printf -v runline '%q ' "$ctl" run --workers 1 "${cmd[@]}" -- sh -c "echo driver-up; exec sleep 97"
 (for _ in $(seq 300); do grep -q driver-up "$tmp/tty" 2>/dev/null && break; sleep 0.1; done
   printf '\003'
-  for _ in $(seq 300); do grep -q "rc=" "$tmp/tty" 2>/dev/null && break; sleep 0.1; done) | script -qec "$runline; echo rc=\$?" /dev/null >"$tmp/tty" 2>&1
+  for _ in $(seq 300); do grep -q "rc=" "$tmp/tty" 2>/dev/null && break; sleep 0.1; done) | SHELL=/bin/bash script -qec "$runline; echo rc=\$?" /dev/null >"$tmp/tty" 2>&1
 check "run: Ctrl-C stops the driver and the cluster, exit 130" grep -q "rc=130" "$tmp/tty" || show tty "$tmp/tty"
 check "run: Ctrl-C: it said so" grep -q "stopping (SIGINT)" "$tmp/tty"
 check "run: Ctrl-C: nothing left here" \
