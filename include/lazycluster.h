@@ -19,5 +19,6 @@
 #include "lazycluster/hostinfo.h"
 #include "lazycluster/inventory.h"
 #include "lazycluster/ports.h"
+#include "lazycluster/security.h"
 
 #endif /* LAZYCLUSTER_H */

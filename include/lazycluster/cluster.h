@@ -240,7 +240,7 @@ typedef enum lc_cluster_event {
 typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event, int index,
                                     void *payload);
 
-#define LC_CLUSTER_OPTIONS_VERSION 5
+#define LC_CLUSTER_OPTIONS_VERSION 6
 
 /** The library's start limits, for a type that states none. */
 #define LC_CLUSTER_MASTER_TIMEOUT_MS 3000
@@ -306,6 +306,16 @@ typedef struct lc_cluster_options {
   /** The cluster's time to live in ms from the end of lc_cluster_start; 0: no limit. When it is
    * up, lc_cluster_wait returns -ETIME (after the EXPIRED event); the caller frees the cluster. */
   long long ttl_ms;
+  /* version 6: security (docs/security.md) */
+  /** Non-zero: the type may leave its own connections unauthenticated (Dask: plain tcp:// instead
+   * of mutual TLS), so that any user of any host who reaches a port of the cluster can use it.
+   * The cluster still makes its secret. Types read it with lc_cluster_is_insecure. */
+  int insecure;
+  /** A directory on this machine, the caller's and mode 0700, where the type writes what a
+   * client of the cluster on this machine needs (Dask: the CA, the client's certificate and key,
+   * 0600), named by lc_cluster_client_env; NULL: the type writes none (and a type that needs
+   * them fails its start, saying so). Copied. */
+  const char *client_dir;
 } lc_cluster_options;
 
 /** lc_cluster_options.restart: what happens when a worker's process ends on its own. */
@@ -513,6 +523,34 @@ LC_EXTERN const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i)
 
 /** What the cluster did, one event a line ("lab1 worker-3 ready on port 60004"). Borrowed. */
 LC_EXTERN const char *lc_cluster_log(const lc_cluster *c);
+
+/**
+ * The cluster's secret (LC_SECRET_LEN hex characters, made from the system's CSPRNG at
+ * lc_cluster_new; security.h). Every process of the cluster finds it in the file that
+ * LAZYCLUSTER_SECRET_FILE names (0600, in its 0700 directory) and in cluster.json ("secret").
+ * Borrowed: lives as long as the cluster. Never NULL.
+ */
+LC_EXTERN const char *lc_cluster_secret(const lc_cluster *c);
+
+/** Non-zero when lc_cluster_options.insecure was set. */
+LC_EXTERN int lc_cluster_is_insecure(const lc_cluster *c);
+
+/** lc_cluster_options.client_dir, or NULL. Borrowed. */
+LC_EXTERN const char *lc_cluster_client_dir(const lc_cluster *c);
+
+/**
+ * For a type: sets (or, with value NULL, removes) one variable of what a client on this machine
+ * needs to reach the cluster (DASK_SCHEDULER_ADDRESS, the paths of TLS files). Both are copied.
+ * Returns 0, -EINVAL (a bad name), -ENOMEM.
+ */
+LC_EXTERN int lc_cluster_set_client_env(lc_cluster *c, const char *name, const char *value);
+
+/**
+ * What a client on this machine needs besides LAZYCLUSTER_MASTER_ADDR and _PORT, as
+ * NULL-terminated "NAME=VALUE" strings (`lazyclusterctl env` prints them, `run` hands them to its
+ * driver). Borrowed until the next lc_cluster_set_client_env or lc_cluster_free. Never NULL.
+ */
+LC_EXTERN const char *const *lc_cluster_client_env(const lc_cluster *c);
 
 /**
  * Stops the workers, then the master (their process groups end), closes the cluster's tunnels

@@ -15,13 +15,34 @@ extern "C" {
 
 typedef struct lc_engine lc_engine;
 
-#define LC_ENGINE_OPTIONS_VERSION 1
+#define LC_ENGINE_OPTIONS_VERSION 2
+
+/** Who may connect to a listener of ours on this machine (a local forward, the local end of a
+ * forward on the local runtime, the mesh). The peer of each loopback connection is looked up in
+ * the kernel's socket table (NETLINK_SOCK_DIAG) as it is accepted; a peer not allowed is closed at
+ * once, before a byte is relayed, and reported through on_notice. */
+typedef enum lc_peers {
+  LC_PEERS_OWNER = 0,          /**< the default: only this process's user (its real UID) */
+  LC_PEERS_OWNER_AND_ROOT = 1, /**< that user and root */
+  LC_PEERS_ANY = 2,            /**< anyone (no lookup: the behaviour before this option) */
+} lc_peers;
+
+/** Receives a notice of the engine (a refused peer: "127.0.0.1:40123: refused a connection from
+ * uid 65534 (pid 4242): only uid 1000 may connect"). Engine thread: must not block. */
+typedef void (*lc_engine_notice_cb)(const char *message, void *payload);
 
 /** Options of an engine. A zero field means the default. */
 typedef struct lc_engine_options {
   unsigned int version;
   /** Reserved for later use; keep zero. */
   unsigned int flags;
+  /* version 2 */
+  /** Who may connect to this engine's listeners: lc_peers; 0 is LC_PEERS_OWNER. Options of
+   * version 1 get LC_PEERS_OWNER too: it is the safe way. */
+  int peers;
+  /** Notices, such as refused peers; NULL: dropped. Gets payload. */
+  lc_engine_notice_cb on_notice;
+  void *payload;
 } lc_engine_options;
 
 #define LC_ENGINE_OPTIONS_INIT {.version = LC_ENGINE_OPTIONS_VERSION}

@@ -4,7 +4,10 @@
  * A local forward listens on this machine and reaches TARGET:TPORT as seen from the runtime's
  * host; a remote forward listens on the host and reaches TARGET:TPORT as seen from here. Each
  * forward carries many connections at once, with back-pressure both ways (memory per connection
- * stays bounded whatever the speeds) and half-close. Listeners bind to loopback only.
+ * stays bounded whatever the speeds) and half-close. Listeners bind to loopback only: on this
+ * machine they take connections only from the peers lc_engine_options.peers allows (by default
+ * this user); on a host, where sshd listens, the address sshd really bound is checked, and a
+ * forward that sshd opened beyond loopback (its GatewayPorts setting) is closed again and fails.
  * When a host's connection drops, its forwards go down, their connections close, and the runtime
  * reconnects with backoff and brings them back up. On the local runtime a forward is a plain relay.
  *
@@ -37,7 +40,7 @@ typedef enum lc_forward_state {
 typedef void (*lc_forward_cb)(lc_forward *fwd, lc_forward_state state, const char *detail,
                               void *payload);
 
-#define LC_FORWARD_OPTIONS_VERSION 1
+#define LC_FORWARD_OPTIONS_VERSION 2
 
 /** Options of a forward. A zero field means the default. */
 typedef struct lc_forward_options {
@@ -47,6 +50,10 @@ typedef struct lc_forward_options {
   /** State changes after the forward first came up; NULL for none. */
   lc_forward_cb on_state;
   void *payload;
+  /* version 2 */
+  /** Who may connect to its listener when it listens on this machine: lc_peers + 1 (so that 0
+   * means the engine's lc_engine_options.peers). */
+  int peers;
 } lc_forward_options;
 
 #define LC_FORWARD_OPTIONS_INIT {.version = LC_FORWARD_OPTIONS_VERSION}

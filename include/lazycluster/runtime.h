@@ -29,7 +29,10 @@ typedef enum lc_hostkey_policy {
   LC_HOSTKEY_ACCEPT_NEW = 2, /**< add unknown keys to known_hosts */
 } lc_hostkey_policy;
 
-#define LC_RUNTIME_OPTIONS_VERSION 1
+#define LC_RUNTIME_OPTIONS_VERSION 2
+
+/** lc_runtime_options.umask: this flag with a mode sets that umask ((LC_UMASK_SET | 022)). */
+#define LC_UMASK_SET 0x10000
 
 /** Options of a runtime. A zero field means the default. */
 typedef struct lc_runtime_options {
@@ -48,8 +51,15 @@ typedef struct lc_runtime_options {
   lc_hostkey_policy hostkey_policy;
   /** Non-zero: keep the working directory at lc_runtime_free (default: remove it). */
   int keep_workdir;
-  /** Parent of working directories; default "${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster". */
+  /** Parent of working directories; default "${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster". It
+   * must be this user's and not writable by group or others (else the working directory is
+   * refused, naming it); working directories are made 0700. */
   const char *workdir_root;
+  /* version 2 */
+  /** The umask of every process this runtime starts: 0 means 077 (what they write is this user's
+   * alone); LC_UMASK_SET | MODE sets MODE. Files the runtime writes itself are 0600 unless a
+   * mode is given (lc_runtime_write_file, lc_runtime_send_file's source mode). */
+  int umask;
 } lc_runtime_options;
 
 #define LC_RUNTIME_OPTIONS_INIT                                                                    \
