@@ -3,10 +3,12 @@
  * owns every connection, so no lock guards I/O state.
  */
 #include "engine.h"
+#include "peer.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 struct lc_engine {
   uv_loop_t loop;
@@ -17,6 +19,9 @@ struct lc_engine {
   pthread_cond_t cv;
   lc__call *queue_head, *queue_tail;
   int stopping;
+  lc__peers_state peers;         /* [engine] after lc_engine_new */
+  lc_engine_notice_cb on_notice; /* [made] */
+  void *notice_payload;          /* [made] */
 };
 
 void lc_engine_options_init(lc_engine_options *opts) {
@@ -56,8 +61,23 @@ int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
 
   *out = NULL;
   LC__CHECK_VERSION(opts, LC_ENGINE_OPTIONS_VERSION, "lc_engine_options");
+  if (opts != NULL && opts->version >= 2 &&
+      (opts->peers < LC_PEERS_OWNER || opts->peers > LC_PEERS_ANY))
+    return lc__error_set(-EINVAL,
+                         "lc_engine_options.peers %d: want LC_PEERS_OWNER, "
+                         "LC_PEERS_OWNER_AND_ROOT or LC_PEERS_ANY",
+                         opts->peers);
   if ((e = lc__calloc(1, sizeof(*e))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
+  /* options of version 1 have no peers field: they get the safe default, LC_PEERS_OWNER */
+  e->peers.policy = LC_PEERS_OWNER;
+  e->peers.owner = getuid();
+  e->peers.nl = -1;
+  if (opts != NULL && opts->version >= 2) {
+    e->peers.policy = opts->peers;
+    e->on_notice = opts->on_notice;
+    e->notice_payload = opts->payload;
+  }
   pthread_mutex_init(&e->mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -97,12 +117,20 @@ void lc_engine_free(lc_engine *e) {
   uv_async_send(&e->wake);
   uv_thread_join(&e->thread);
   uv_loop_close(&e->loop);
+  lc__peer_close(&e->peers.nl);
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->cv);
   free(e);
 }
 
 uv_loop_t *lc__engine_loop(lc_engine *e) { return &e->loop; }
+
+lc__peers_state *lc__engine_peers_state(lc_engine *e) { return &e->peers; }
+
+void lc__engine_notice(lc_engine *e, const char *message) {
+  if (e->on_notice != NULL)
+    e->on_notice(message, e->notice_payload);
+}
 
 int lc__engine_on_thread(const lc_engine *e) {
   uv_thread_t self = uv_thread_self();

@@ -9,6 +9,7 @@
 #include "lazycluster/engine.h"
 
 #include <pthread.h>
+#include <sys/types.h>
 #include <uv.h>
 
 /*
@@ -45,5 +46,21 @@ void lc__engine_unlock(lc_engine *e);
 int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms);
 /* Wakes every waiter; call with the lock held after setting a flag. */
 void lc__engine_broadcast(lc_engine *e);
+
+/* What the peer check of our listeners keeps (peer.c), engine thread only: who may connect
+ * (an lc_peers), the engine's owner (the real uid at lc_engine_new), the NETLINK_SOCK_DIAG socket
+ * (-1 until the first lookup) and the rate limit of refusal notices. */
+typedef struct lc__peers_state {
+  int policy;
+  uid_t owner;
+  int nl;
+  uint64_t window_start_ms;
+  unsigned shown;
+  unsigned long held;
+} lc__peers_state;
+
+lc__peers_state *lc__engine_peers_state(lc_engine *e);
+/* Engine thread: hands message to lc_engine_options.on_notice, if any. */
+void lc__engine_notice(lc_engine *e, const char *message);
 
 #endif /* LC_ENGINE_H */

@@ -110,6 +110,8 @@ struct lc_forward {
   int port;
   char *target;           /* [made] */
   int target_port;        /* [made] */
+  int peers;              /* [made]: who may connect to its local listener (lc_peers; -1: the
+                           * engine's) */
   lc_forward_cb on_state; /* [made]; called on the engine thread */
   void *payload;          /* [made] */
   int up;                 /* [atomic] */

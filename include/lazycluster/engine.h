@@ -28,7 +28,8 @@ typedef enum lc_peers {
 } lc_peers;
 
 /** Receives a notice of the engine (a refused peer: "127.0.0.1:40123: refused a connection from
- * uid 65534 (pid 4242): only uid 1000 may connect"). Engine thread: must not block. */
+ * uid 65534 (nobody): only uid 1000 (alice) may connect (...)"). Refusals are told at most 20 in
+ * 10 s; the next one told says how many were held back. Engine thread: must not block. */
 typedef void (*lc_engine_notice_cb)(const char *message, void *payload);
 
 /** Options of an engine. A zero field means the default. */
@@ -51,8 +52,9 @@ typedef struct lc_engine_options {
 LC_EXTERN void lc_engine_options_init(lc_engine_options *opts);
 
 /**
- * Starts an engine thread with its loop. opts may be NULL (defaults).
- * Returns 0, -ENOMEM, or LC_EINTERNAL when the thread or loop cannot start.
+ * Starts an engine thread with its loop. opts may be NULL (defaults: only this user may connect
+ * to its listeners). Returns 0, -ENOMEM, -EINVAL (peers not an lc_peers), or LC_EINTERNAL when the
+ * thread or loop cannot start.
  */
 LC_EXTERN int lc_engine_new(lc_engine **out, const lc_engine_options *opts);
 
