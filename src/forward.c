@@ -105,7 +105,8 @@ static int listen_local(lc_forward *f, lc__err *err) {
     if (r == UV_EADDRINUSE)
       return lc__err_set(err, -EADDRINUSE, "port %d is in use on this machine (%s)", f->port,
                          f->bind);
-    return lc__err_set(err, r, "cannot listen on %s port %d: %s", f->bind, f->port, uv_strerror(r));
+    return lc__err_set(err, r, "cannot listen on %s port %d: %s", f->bind, f->port,
+                       uv_strerror(r));
   }
   uv_tcp_getsockname(l, (struct sockaddr *)&addr, &len);
   f->port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
@@ -204,14 +205,12 @@ static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
   if (res.exit_status == 2)
     return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
   if (res.exit_status == 0)
-    return lc__error_set(-EADDRINUSE,
-                         "port %d is in use on %s (a connection's local port there "
-                         "holds it, or did until a moment ago)",
+    return lc__error_set(-EADDRINUSE, "port %d is in use on %s (a connection's local port there "
+                                      "holds it, or did until a moment ago)",
                          port, rt->name);
-  return lc__error_set(code,
-                       "%s refused to listen on port %d: the port is free there, so "
-                       "forwarding is probably disabled (AllowTcpForwarding in its "
-                       "sshd_config)",
+  return lc__error_set(code, "%s refused to listen on port %d: the port is free there, so "
+                             "forwarding is probably disabled (AllowTcpForwarding in its "
+                             "sshd_config)",
                        rt->name, port);
 }
 
@@ -232,13 +231,13 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
     return lc__error_set(-EINVAL, "forward: listen port %d is out of range (%s)", port,
                          kind == LC_FORWARD_REMOTE ? "1-65535" : "0-65535, 0 picks one");
   if (target_port < 1 || target_port > 65535)
-    return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)", target_port);
+    return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)",
+                         target_port);
   if (kind == LC_FORWARD_REMOTE || lc__runtime_on_this_machine(rt)) {
     struct sockaddr_storage probe;
     if (lc__forward_target_addr(&probe, target_host, target_port) < 0)
-      return lc__error_set(-EINVAL,
-                           "forward: target %s must be an IP address or localhost: "
-                           "this machine connects to it",
+      return lc__error_set(-EINVAL, "forward: target %s must be an IP address or localhost: "
+                                    "this machine connects to it",
                            target_host);
   }
   if (opts != NULL && opts->version >= 2 && (opts->peers < 0 || opts->peers > LC_PEERS_ANY + 1))
@@ -247,9 +246,8 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
   if (strcmp(bind, "localhost") == 0)
     bind = "127.0.0.1";
   if (strcmp(bind, "127.0.0.1") != 0 && strcmp(bind, "::1") != 0)
-    return lc__error_set(-EINVAL,
-                         "forward: refusing to listen on %s: forwards listen on "
-                         "loopback only (127.0.0.1 or ::1)",
+    return lc__error_set(-EINVAL, "forward: refusing to listen on %s: forwards listen on "
+                                  "loopback only (127.0.0.1 or ::1)",
                          bind);
   if ((f = lc__calloc(1, sizeof(*f))) == NULL || (f->bind = lc__strdup(bind)) == NULL ||
       (f->target = lc__strdup(target_host)) == NULL) {
