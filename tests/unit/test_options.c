@@ -97,10 +97,20 @@ static void test_engine_options(void) {
   check_refused(lc_engine_new(&e, &o), "lc_engine_options", 0);
   DROP(e, lc_engine_free);
   o.version = 1;
-  LC_REQUIRE((heap = exact(&o, sizeof(o))) != NULL);
+  /* a version-1 caller's struct ends at flags: nothing after it is read (peers: the default) */
+  LC_REQUIRE((heap = exact(&o, LC__FIELD_END(lc_engine_options, flags))) != NULL);
   LC_CHECK_OK(lc_engine_new(&e, heap));
   lc_engine_free(e);
   free(heap);
+  o.version = LC_ENGINE_OPTIONS_VERSION;
+  o.peers = LC_PEERS_ANY + 1;
+  e = (lc_engine *)&o;
+  LC_CHECK(lc_engine_new(&e, &o) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "lc_engine_options.peers 3");
+  DROP(e, lc_engine_free);
+  o.peers = LC_PEERS_OWNER_AND_ROOT;
+  LC_CHECK_OK(lc_engine_new(&e, &o));
+  lc_engine_free(e);
 }
 
 static void test_runtime_options(void) {
@@ -276,11 +286,18 @@ static void test_forward_options(void) {
   DROP(f, lc_forward_free);
   o.version = 1;
   o.bind_address = "127.0.0.1";
-  LC_REQUIRE((heap = exact(&o, sizeof(o))) != NULL);
+  /* a version-1 caller's struct ends at payload: peers is not read */
+  LC_REQUIRE((heap = exact(&o, LC__FIELD_END(lc_forward_options, payload))) != NULL);
   LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 9, heap));
   LC_CHECK(f != NULL && lc_forward_port(f) > 0);
   lc_forward_free(f);
   free(heap);
+  o.version = LC_FORWARD_OPTIONS_VERSION;
+  o.peers = LC_PEERS_ANY + 2;
+  f = (lc_forward *)&o;
+  LC_CHECK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 9, &o) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "peers 4");
+  DROP(f, lc_forward_free);
   lc_runtime_free(rt);
   lc_engine_free(e);
 }
