@@ -63,6 +63,16 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  */
 int cli_fail(const char *cmd, int err, const char *what);
 
+/* --peers VALUE (hostopts.c): owner, owner+root or any into *out (an lc_peers); 0, or -1 with
+ * the usage error printed. */
+int cli_parse_peers(const char *cmd, const char *value, int *out);
+/* The --peers help lines. */
+#define CLI_PEERS_HELP                                                                             \
+  "  --peers WHO             who may connect to our listeners on this machine (the master's\n"    \
+  "                          and workers' ports here, forwards): owner (default: only you),\n"    \
+  "                          owner+root, or any (every local user); others are refused at\n"     \
+  "                          once, and each refusal is logged\n"
+
 /* The host-selection options (hostopts.c): -F, --hosts, --inventory, --accept-new-host-keys,
  * --connect-timeout, --fanout. */
 typedef struct cli_hostopts {
@@ -92,6 +102,7 @@ typedef struct cli_launch {
   size_t ntype_args;
   long workers;
   int debug, detach, no_restarts, run, color;
+  int peers; /* --peers: an lc_peers */
   /* what up made */
   const lc_cluster_type *type;
   lc_master_launcher *ml;

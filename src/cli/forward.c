@@ -40,7 +40,8 @@ typedef struct fwd_spec {
   fwd_ctx *ctx;
 } fwd_spec;
 
-/* A state change, queued by the engine thread for the main thread to print. */
+/* A state change (or, with spec NULL, a notice of the engine), queued by the engine thread for
+ * the main thread to print. */
 struct fwd_event {
   fwd_event *next;
   const fwd_spec *spec;
@@ -57,8 +58,8 @@ struct fwd_ctx {
 static void forward_usage(FILE *f) {
   fprintf(f,
           "Usage: " CLI_NAME " forward HOST [-F SSHCONFIG] [--accept-new-host-keys]\n"
-          "                      [--connect-timeout S] FORWARD...\n"
-          "       " CLI_NAME " forward --local FORWARD...\n"
+          "                      [--connect-timeout S] [--peers WHO] FORWARD...\n"
+          "       " CLI_NAME " forward --local [--peers WHO] FORWARD...\n"
           "\n"
           "Hold port forwards through HOST in the foreground, like `ssh -N`, until Ctrl-C or\n"
           "SIGTERM; then close them and exit 0. Each forward's state changes (up, down and why)\n"
@@ -82,6 +83,9 @@ static void forward_usage(FILE *f) {
           "                           still refused)\n"
           "  --connect-timeout S      connect and log in within S seconds (default 10)\n"
           "  --local                  forward on this machine, without SSH\n"
+          "  --peers WHO              who may connect to the listeners on this machine: owner\n"
+          "                           (default: only you), owner+root, or any (every local\n"
+          "                           user); others are refused at once and reported here\n"
           "  -h, --help               this help\n"
           "\n"
           "Exit status: 0 when stopped by a signal, 1 when the connection or a forward fails,\n"
@@ -216,12 +220,10 @@ static int resolve_target(fwd_spec *spec) {
 /* ---- state changes -------------------------------------------------------------------------- */
 
 /* Engine thread: queue the line, wake the main thread. */
-static void on_state(lc_forward *fwd, lc_forward_state state, const char *detail, void *payload) {
-  fwd_spec *spec = payload;
-  fwd_ctx *ctx = spec->ctx;
+static void queue_event(fwd_ctx *ctx, const fwd_spec *spec, lc_forward_state state,
+                        const char *detail) {
   size_t len = strlen(detail);
   fwd_event *ev = malloc(sizeof(*ev) + len + 1);
-  (void)fwd;
   if (ev == NULL)
     return;
   ev->next = NULL;
@@ -235,8 +237,21 @@ static void on_state(lc_forward *fwd, lc_forward_state state, const char *detail
   pthread_kill(ctx->main_thread, SIGUSR1);
 }
 
+static void on_state(lc_forward *fwd, lc_forward_state state, const char *detail, void *payload) {
+  fwd_spec *spec = payload;
+  (void)fwd;
+  queue_event(spec->ctx, spec, state, detail);
+}
+
+/* A refused connection to one of our listeners. */
+static void on_notice(const char *message, void *payload) {
+  queue_event(payload, NULL, LC_FORWARD_UP, message);
+}
+
 static void print_state(const fwd_spec *spec, lc_forward_state state, const char *detail) {
-  if (state == LC_FORWARD_UP && (detail[0] == '\0' || strcmp(detail, "up") == 0))
+  if (spec == NULL)
+    fprintf(stderr, CLI_NAME " " CMD ": %s\n", detail);
+  else if (state == LC_FORWARD_UP && (detail[0] == '\0' || strcmp(detail, "up") == 0))
     fprintf(stderr, CLI_NAME " " CMD ": %s up: listening on %s\n", spec->name, spec->listens);
   else
     fprintf(stderr, CLI_NAME " " CMD ": %s %s: %s\n", spec->name,
@@ -270,6 +285,7 @@ static int stop_pending(const sigset_t *stops) {
 
 int cli_forward(int argc, char **argv) {
   lc_runtime_options ro = LC_RUNTIME_OPTIONS_INIT;
+  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
   fwd_ctx ctx = {.lock = PTHREAD_MUTEX_INITIALIZER};
   fwd_spec *specs = NULL;
   lc_engine *engine = NULL;
@@ -318,6 +334,15 @@ int cli_forward(int argc, char **argv) {
       ro.connect_timeout_ms = (int)(secs * 1000);
     } else if (strcmp(a, "--local") == 0) {
       local = 1;
+    } else if (strcmp(a, "--peers") == 0) {
+      if (i + 1 >= argc) {
+        rc = cli_usage_error(CMD, "option '%s' needs a value", a);
+        goto out;
+      }
+      if (cli_parse_peers(CMD, argv[++i], &eo.peers) < 0) {
+        rc = CLI_EXIT_USAGE;
+        goto out;
+      }
     } else if (a[0] == '-') {
       rc = cli_usage_error(CMD, "unknown option '%s'", a);
       goto out;
@@ -359,7 +384,9 @@ int cli_forward(int argc, char **argv) {
   masked = 1;
   ctx.main_thread = pthread_self();
 
-  if ((r = lc_engine_new(&engine, NULL)) < 0) {
+  eo.on_notice = on_notice;
+  eo.payload = &ctx;
+  if ((r = lc_engine_new(&engine, &eo)) < 0) {
     rc = cli_fail(CMD, r, "cannot start the engine");
     goto out;
   }

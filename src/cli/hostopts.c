@@ -69,6 +69,18 @@ const char *cli_hostopts_help(void) {
          "                          (killed, or the network lost; default 15)\n";
 }
 
+int cli_parse_peers(const char *cmd, const char *value, int *out) {
+  if (strcmp(value, "owner") == 0)
+    *out = LC_PEERS_OWNER;
+  else if (strcmp(value, "owner+root") == 0)
+    *out = LC_PEERS_OWNER_AND_ROOT;
+  else if (strcmp(value, "any") == 0)
+    *out = LC_PEERS_ANY;
+  else
+    return cli_usage_error(cmd, "--peers '%s': want owner, owner+root or any", value), -1;
+  return 0;
+}
+
 char *lc__cli_sprintf(const char *fmt, ...) {
   va_list ap;
   char *s = NULL;

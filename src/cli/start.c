@@ -75,6 +75,10 @@ static void note(cli_launch *s, const char *fmt, ...) {
   fflush(stderr);
 }
 
+/* A notice of the engine (a refused connection to one of our listeners): as an event. Engine
+ * thread. */
+static void on_notice(const char *message, void *payload) { note(payload, "%s", message); }
+
 static void on_event(lc_cluster *c, lc_cluster_event ev, int index, void *payload) {
   cli_launch *s = payload;
   lc_worker_status ws = {.version = LC_WORKER_STATUS_VERSION};
@@ -188,7 +192,7 @@ void cli_start_help(FILE *f) {
       "  --ttl DURATION          stop the cluster by itself after DURATION: 20s, 90m, 2h, 1d\n"
       "                          (default: no limit)\n"
       "  --debug                 show every process's output, tagged [host worker-N] (it is\n"
-      "                          in the logs in any case: " CLI_NAME " logs NAME)\n"
+      "                          in the logs in any case: " CLI_NAME " logs NAME)\n" CLI_PEERS_HELP
       "%s\n"
       "Start limits when none is given, per type:\n"
       "  command                 %s\n"
@@ -354,6 +358,9 @@ int cli_start_parse(cli_launch *s, int argc, char **argv) {
       } else {
         s->co.max_restarts = (int)n;
       }
+    } else if (strcmp(a, "--peers") == 0) {
+      if (cli_parse_peers(cmd, v, &s->peers) < 0)
+        return CLI_EXIT_USAGE;
     } else if (strcmp(a, "--ttl") == 0) {
       if (cli_parse_duration(v, &s->co.ttl_ms) < 0)
         return cli_usage_error(cmd,
@@ -584,6 +591,7 @@ static int detach(cli_launch *s) {
 int cli_start_up(cli_launch *s) {
   lc_control_options o = LC_CONTROL_OPTIONS_INIT;
   sigset_t sigs;
+  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
   int r, have_hosts;
   FILE *table;
 
@@ -610,7 +618,10 @@ int cli_start_up(cli_launch *s) {
 
   if ((r = make_type(s)) != CLI_EXIT_OK)
     return r;
-  if ((r = lc_engine_new(&s->engine, NULL)) < 0)
+  eo.peers = s->peers;
+  eo.on_notice = on_notice;
+  eo.payload = s;
+  if ((r = lc_engine_new(&s->engine, &eo)) < 0)
     return cli_fail(s->cmd, r, "cannot start the engine");
   have_hosts = s->h.discover.hosts || s->h.discover.inventory;
   s->h.discover.facts = 1;
