@@ -38,3 +38,15 @@ target_compile_options(lc_wrapcost PRIVATE ${LC_WARNINGS})
 target_link_libraries(lc_wrapcost PRIVATE PkgConfig::LIBSSH PkgConfig::LIBUV Threads::Threads ${CMAKE_DL_LIBS})
 set_target_properties(lc_wrapcost PROPERTIES OUTPUT_NAME wrapcost
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)
+
+# tests/bench/peercheck: the peer check of our listeners (issue 14): one NETLINK_SOCK_DIAG lookup,
+# and connections per second through a local forward with the check and without it (peers any).
+add_executable(lc_peercheck bench/peercheck.c $<TARGET_OBJECTS:lc_objects>)
+target_include_directories(lc_peercheck PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
+target_compile_definitions(lc_peercheck PRIVATE _GNU_SOURCE)
+target_compile_options(lc_peercheck PRIVATE ${LC_WARNINGS})
+target_link_libraries(lc_peercheck PRIVATE PkgConfig::LIBSSH PkgConfig::LIBUV Threads::Threads ${CMAKE_DL_LIBS})
+set_target_properties(lc_peercheck PROPERTIES OUTPUT_NAME peercheck
+  RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)
+add_test(NAME bench_peercheck COMMAND lc_peercheck)
+set_tests_properties(bench_peercheck PROPERTIES LABELS bench TIMEOUT 600)
