@@ -78,7 +78,7 @@ int lc__peer_lookup(lc__peer *out, int *nl, int fd, lc__err *err) {
     char bytes[8192];
     struct nlmsghdr align;
   } buf;
-  static unsigned int seq;
+  static unsigned int seq; /* shared by every engine's thread: atomic */
   ssize_t n;
   int r = LC_EINTERNAL, family;
 
@@ -98,7 +98,7 @@ int lc__peer_lookup(lc__peer *out, int *nl, int fd, lc__err *err) {
   msg.nlh.nlmsg_len = sizeof(msg);
   msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
   msg.nlh.nlmsg_flags = NLM_F_REQUEST; /* one exact socket, not a dump */
-  msg.nlh.nlmsg_seq = ++seq;
+  msg.nlh.nlmsg_seq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
   msg.req.sdiag_family = (__u8)family;
   msg.req.sdiag_protocol = IPPROTO_TCP;
   msg.req.idiag_states = ~0u;
