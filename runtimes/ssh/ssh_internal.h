@@ -70,6 +70,17 @@ struct lc__ssh_global_req {
   lc_forward *fwd; /* listen: the forward; NULL for a cancel */
   char *bind;
   int port;
+  /* a cancel of a listen found unsafe: once answered (the port closed), refused hears why */
+  lc_forward *refused;
+  lc__err *why;
+};
+
+/* A remote listen the host granted whose bound addresses are not checked yet (tunnel.c). */
+typedef struct lc__ssh_bound lc__ssh_bound;
+struct lc__ssh_bound {
+  lc__ssh_bound *next;
+  lc_forward *fwd; /* NULL once the forward stopped */
+  int port;
 };
 
 struct lc__ssh_conn {
@@ -103,6 +114,10 @@ struct lc__ssh_conn {
   int sessions; /* open session channels */
   lc__ssh_global_req *reqs, *failed_reqs;
   int req_sent; /* the head of reqs was sent and waits for its answer */
+  /* remote listens granted: those waiting for the next listing of the host's listeners, those
+   * the listing in flight (check) covers; one listing at a time checks all granted meanwhile */
+  lc__ssh_bound *unchecked, *checking;
+  struct lc__listing *check;
   int open_handles;
   void (*close_done)(lc_runtime *rt);
   lc__ssh_chan *relay;   /* in the jump host's connection, when this one rides a ProxyJump */
