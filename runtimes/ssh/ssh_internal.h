@@ -42,13 +42,13 @@ struct lc__ssh_chan {
 
   /* K_RELAY: a channel relayed to a local stream */
   lc__ssh_conn *owner; /* ProxyJump: the connection that rides on this relay */
-  lc_forward *fwd;   /* port forward: the forward this connection belongs to */
-  char *target_host; /* direct-tcpip: where the host should connect */
+  lc_forward *fwd;     /* port forward: the forward this connection belongs to */
+  char *target_host;   /* direct-tcpip: where the host should connect */
   int target_port;
   int origin_port;
-  uv_stream_t *stream; /* owned (uv_tcp_t or uv_pipe_t on the heap) */
+  uv_stream_t *stream;      /* owned (uv_tcp_t or uv_pipe_t on the heap) */
   uv_connect_t connect_req; /* remote forward: connecting the stream to the target */
-  lc__buf to_chan;     /* read from the stream; from to_chan_off on not yet in the channel */
+  lc__buf to_chan;          /* read from the stream; from to_chan_off on not yet in the channel */
   size_t to_chan_off;
   int stream_eof; /* the stream said EOF */
   int chan_eof_sent;

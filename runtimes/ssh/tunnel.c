@@ -349,8 +349,8 @@ static void jump_opened(lc__ssh_chan *k) {
 
 /* Drives the open of a direct-tcpip channel; then the relay. */
 static void direct_drive(lc__ssh_chan *k) {
-  int r = ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1",
-                                   k->origin_port);
+  int r =
+      ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1", k->origin_port);
   if (r == SSH_AGAIN)
     return;
   if (r != SSH_OK) {
@@ -359,8 +359,7 @@ static void direct_drive(lc__ssh_chan *k) {
       k->owner = NULL;
       owner->relay = NULL;
       lc__ssh_fail(owner, -ECONNREFUSED, "%s: the jump host %s cannot reach %s:%d: %s",
-                   owner->where, k->c->rt->name, k->target_host, k->target_port,
-                   lc__ssh_err(k->c));
+                   owner->where, k->c->rt->name, k->target_host, k->target_port, lc__ssh_err(k->c));
     }
     lc__tunnel_end(k); /* a forward's client: only this connection closes */
     return;
@@ -402,8 +401,7 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     return;
   }
-  if ((k->ch = ssh_channel_new(c->s)) == NULL ||
-      (k->target_host = lc__strdup(f->target)) == NULL) {
+  if ((k->ch = ssh_channel_new(c->s)) == NULL || (k->target_host = lc__strdup(f->target)) == NULL) {
     k->stream = NULL;
     if (k->ch)
       ssh_channel_free(k->ch);
@@ -507,8 +505,9 @@ static void bound_judge(lc__ssh_conn *c, const lc__ssh_bound *b, int r, const lc
   size_t n = 0;
 
   if (r < 0) {
-    lc__err_set(&err, r, "%s: cannot tell which addresses sshd listens on for our -R forward of "
-                         "port %d, so it is closed again: %s",
+    lc__err_set(&err, r,
+                "%s: cannot tell which addresses sshd listens on for our -R forward of "
+                "port %d, so it is closed again: %s",
                 host, b->port, msg);
     listen_refuse(c, b->fwd, b->port, &err);
     return;
@@ -622,8 +621,8 @@ static void bound_add(lc__ssh_conn *c, lc_forward *f, int port) {
   lc__ssh_bound *b = lc__calloc(1, sizeof(*b));
   if (b == NULL) {
     lc__err err = {0};
-    lc__err_set(&err, -ENOMEM, "%s: out of memory checking the -R forward of port %d",
-                c->rt->name, port);
+    lc__err_set(&err, -ENOMEM, "%s: out of memory checking the -R forward of port %d", c->rt->name,
+                port);
     listen_refuse(c, f, port, &err);
     return;
   }
@@ -660,8 +659,8 @@ void lc__tunnel_requests(lc__ssh_conn *c) {
       refused_done(q->refused, q->why); /* the unsafe listen is closed now */
     } else if (q->fwd != NULL && q->fwd->call != NULL) {
       lc__err err = {0};
-      lc__err_set(&err, LC_EFORWARD, "%s refused to listen on %s port %d: %s", c->rt->name,
-                  q->bind, q->port, lc__ssh_err(c));
+      lc__err_set(&err, LC_EFORWARD, "%s refused to listen on %s port %d: %s", c->rt->name, q->bind,
+                  q->port, lc__ssh_err(c));
       lc__forward_ready(q->fwd, &err);
     } else if (q->fwd != NULL) {
       /* after a reconnect the old session may still hold the port: try again, backing off */
@@ -725,7 +724,8 @@ static int from_loopback(const char *originator) {
 
 /* Takes the connections the host forwards to us, and connects each to its forward's target. Only
  * those from the host's loopback: our listens are loopback's alone (checked once granted), and
- * one from elsewhere means sshd listened wider (GatewayPorts) and the check has not closed it yet. */
+ * one from elsewhere means sshd listened wider (GatewayPorts) and the check has not closed it yet.
+ */
 void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
   ssh_channel ch;
   int dport = 0, oport = 0;

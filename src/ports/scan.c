@@ -94,7 +94,8 @@ static void skip_column(const char *line, size_t len, size_t *i) {
 
 /* Keeps l (a listener) in s->found when its port is watched, once. */
 static void keep_listener(lc__portscan *s, const lc__listener *l) {
-  if (s->watch == NULL || l->port < 1 || l->port > PORT_MAX || !lc__ports_bit_get(s->watch, l->port))
+  if (s->watch == NULL || l->port < 1 || l->port > PORT_MAX ||
+      !lc__ports_bit_get(s->watch, l->port))
     return;
   for (size_t k = 0; k < s->nfound; k++) {
     const lc__listener *o = &s->found[k];
@@ -333,7 +334,8 @@ int lc__portscan_ours(const lc__portscan *s, int port) {
   if (!s->has_uid || s->watch == NULL || s->found_over > 0)
     return 1; /* cannot tell whose: as before owners were asked */
   for (size_t k = 0; k < s->nfound; k++)
-    if (s->found[k].port == port && (s->found[k].uid < 0 || (unsigned long)s->found[k].uid == s->uid))
+    if (s->found[k].port == port &&
+        (s->found[k].uid < 0 || (unsigned long)s->found[k].uid == s->uid))
       return 1;
   return 0;
 }

@@ -42,8 +42,8 @@ static int host_listeners(int i, int port, int *wide) {
   int n = 0;
   *wide = 0;
   snprintf(want, sizeof(want), ":%04X", (unsigned)port);
-  snprintf(cmd, sizeof(cmd), "%s exec %d --dir %s -- cat /proc/net/tcp /proc/net/tcp6",
-           th_script(), i, th_dir());
+  snprintf(cmd, sizeof(cmd), "%s exec %d --dir %s -- cat /proc/net/tcp /proc/net/tcp6", th_script(),
+           i, th_dir());
   if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
     return -1;
   while (fgets(line, sizeof(line), p) != NULL) {
@@ -278,15 +278,16 @@ static long stranger_listen(int i, int port, pid_t *via) {
   FILE *in;
   long pid = -1;
   int fds[2];
-  snprintf(cmd, sizeof(cmd),
-           "exec %s exec %d --dir %s -- env -C / setpriv --reuid=65534 --regid=65534 --clear-groups "
-           "/usr/bin/python3 -c 'import os, socket, time\n"
-           "s = socket.socket()\n"
-           "s.bind((\"127.0.0.1\", %d))\n"
-           "s.listen(8)\n"
-           "print(\"listening\", os.getpid(), flush=True)\n"
-           "time.sleep(300)'",
-           th_script(), i, th_dir(), port);
+  snprintf(
+      cmd, sizeof(cmd),
+      "exec %s exec %d --dir %s -- env -C / setpriv --reuid=65534 --regid=65534 --clear-groups "
+      "/usr/bin/python3 -c 'import os, socket, time\n"
+      "s = socket.socket()\n"
+      "s.bind((\"127.0.0.1\", %d))\n"
+      "s.listen(8)\n"
+      "print(\"listening\", os.getpid(), flush=True)\n"
+      "time.sleep(300)'",
+      th_script(), i, th_dir(), port);
   *via = -1;
   if (pipe(fds) < 0)
     return -1;
