@@ -274,7 +274,7 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
 /* The end of a start: a forward that did not come up is freed, with its cause explained. */
 static int forward_started(lc_forward *f, int r) {
   if (r < 0) {
-    if (r == LC_EFORWARD && f->kind == LC_FORWARD_REMOTE)
+    if (r == LC_EFORWARD && f->kind == LC_FORWARD_REMOTE && !f->refused_here)
       r = explain_remote_refusal(f->rt, f->port, r);
     forward_release(f);
   }

@@ -19,7 +19,24 @@
  * "Measurements quoted by the code", M1).
  */
 #define LC__LISTING_COMMAND                                                                        \
-  "ss -tn state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+  "ss -tne state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+
+/*
+ * The same, first saying who reads it ("lc-uid N"): for listings that judge whose a listener is
+ * (ss -e and /proc/net/tcp give each socket's uid). Once a host's uid is known the runtime keeps
+ * it, and later listings of that host save the fork of id.
+ */
+#define LC__LISTING_COMMAND_UID "echo lc-uid $(id -u); " LC__LISTING_COMMAND
+
+/* One listener of a watched port, as the listing told it (duplicates, as SO_REUSEPORT makes them,
+ * are kept once). */
+typedef struct lc__listener {
+  int port;
+  int v6;           /* addr is IPv6 (else IPv4 in addr[0..3]) */
+  int unknown;      /* the address could not be read ("*", old ss formats): taken as any */
+  uint8_t addr[16]; /* network order */
+  long uid;         /* the socket's owner; -1 when the listing did not say */
+} lc__listener;
 
 /* What one host's listing said (ss's or /proc/net/tcp's), read line by line. */
 typedef struct lc__portscan {
@@ -27,6 +44,13 @@ typedef struct lc__portscan {
   size_t headers;               /* header lines ("sl local_address ..."): 1 per file read */
   size_t entries;               /* socket lines understood, in any state */
   size_t skipped;               /* other lines: garbage, truncated, malformed */
+  int has_uid;                  /* an "lc-uid N" line came: uid is who read the listing */
+  unsigned long uid;
+  /* in detail, the caller's to set (NULL: nothing kept): the listeners of the ports set in watch
+   * go into found[0..nfound), at most found_cap; more are only counted in found_over */
+  const uint8_t *watch;
+  lc__listener *found;
+  size_t nfound, found_cap, found_over;
 } lc__portscan;
 
 /*
@@ -38,8 +62,22 @@ typedef struct lc__portscan {
  */
 void lc__portscan_line(lc__portscan *s, const char *line, size_t len);
 
+/* The same for ss's extended columns ("uid:1000 ino:... sk:..."; no uid: column is uid 0),
+ * /proc/net/tcp's uid column, and "lc-uid N" (has_uid, uid). */
+
 /* Reads text (the two files one after the other) line by line, as lc__portscan_line. */
 void lc__portscan_text(lc__portscan *s, const char *text, size_t len);
+
+/* Whether l listens on loopback only: 127.0.0.0/8, ::1 or ::ffff:127.0.0.0/104. */
+int lc__listener_is_loopback(const lc__listener *l);
+/* Writes l as "0.0.0.0:60000", "[::]:60000" or "*:60000" into buf (size n). */
+void lc__listener_format(const lc__listener *l, char *buf, size_t n);
+/* The first listener of port in s that belongs to another uid than the listing's reader; NULL
+ * when there is none, or when s cannot tell (no "lc-uid" line). */
+const lc__listener *lc__portscan_stranger(const lc__portscan *s, int port);
+/* Whether port listens in s for the listing's reader: one of its listeners has the reader's uid
+ * (or s cannot tell whose they are, and the port listens). */
+int lc__portscan_ours(const lc__portscan *s, int port);
 
 /* The listening ports of s as a new set. Returns 0 or -ENOMEM. */
 int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
@@ -60,14 +98,34 @@ int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening);
 
 /* One host's listing, started and judged apart (readiness watches many hosts at its own pace). */
 typedef struct lc__listing lc__listing;
-/* Starts a listing of rt's listening ports. Returns 0 or -ENOMEM (a failure to start shows in
- * lc__listing_finish). */
-int lc__listing_start(lc__listing **out, lc_runtime *rt);
+/* Starts a listing of rt's listening ports; with ports (n of them; NULL: none) it also tells
+ * whose they are (lc__portscan_ours, _stranger). Returns 0 or -ENOMEM (a failure to start shows
+ * in lc__listing_finish). Any thread but the engine's. */
+int lc__listing_start(lc__listing **out, lc_runtime *rt, const int *ports, size_t n);
 /* Waits up to timeout_ms: 1 when the listing is over, else 0. */
 int lc__listing_wait(lc__listing *x, int timeout_ms);
 /* Waits for the end and judges it: 0 with *scan (borrowed from x), or the failure's detail. */
 int lc__listing_finish(lc__listing *x, const lc__portscan **scan);
 /* Frees x, ending its process if it still runs. NULL is fine. */
 void lc__listing_free(lc__listing *x);
+
+/*
+ * The same on the engine thread (a backend checking what its host bound): done(x, arg) runs on
+ * the engine thread when the listing ended, possibly before lc__listing_launch returns (*out is
+ * set first); then lc__listing_result tells how it went and lc__listing_drop frees x (also one
+ * still running: done is then never called). Returns 0, or an error without calling done.
+ */
+int lc__listing_launch(lc__listing **out, lc_runtime *rt, const int *ports, size_t n,
+                       void (*done)(lc__listing *x, void *arg), void *arg);
+/* 0 with *scan, or the failure's code with *msg ("lab3: cannot read its listening ports: ..."). */
+int lc__listing_result(const lc__listing *x, const lc__portscan **scan, const char **msg);
+void lc__listing_drop(lc__listing *x);
+
+/*
+ * Whose port is in ps, a listing of rt with port watched: 1 when it listens for rt's user alone,
+ * 0 when it does not listen, -EADDRINUSE when another uid listens there ("lab2: port 60001 is
+ * listened on by uid 65534, not by WHOSE (127.0.0.1:60001): another user took the port").
+ */
+int lc__ports_judge_owner(lc_runtime *rt, int port, const lc__portscan *ps, const char *whose);
 
 #endif /* LC_PORTS_INTERNAL_H */

@@ -123,6 +123,9 @@ struct lc_forward {
   lc__call *call; /* [engine]: the start waiting for the first "up" */
   /* [engine]: backoff of a remote listen that failed after a reconnect */
   unsigned long retry_ms;
+  /* [engine]: the backend closed its granted remote listen (the host bound more than loopback):
+   * its detail says why, the host's refusal needs no explaining */
+  int refused_here;
 };
 
 /* Capability flags of a backend (lc__backend_ops.caps), for the layers that must know what a
@@ -196,6 +199,8 @@ struct lc_runtime {
   /* [atomic]: ports its facts saw listening, taken once (src/ports/listing.c) */
   struct lc__portscan *fresh_listing;
   uint64_t fresh_listing_at; /* [atomic]: when fresh_listing was kept (lc__now_ms) */
+  /* [atomic]: 1 + the uid the host's listings run as ("lc-uid N"), 0 until one said it */
+  long listing_uid;
 };
 
 /* How many bytes of opts (a checked lc_exec_options) its version has: what lc__options_copy

@@ -42,13 +42,13 @@ struct lc__ssh_chan {
 
   /* K_RELAY: a channel relayed to a local stream */
   lc__ssh_conn *owner; /* ProxyJump: the connection that rides on this relay */
-  lc_forward *fwd;   /* port forward: the forward this connection belongs to */
-  char *target_host; /* direct-tcpip: where the host should connect */
+  lc_forward *fwd;     /* port forward: the forward this connection belongs to */
+  char *target_host;   /* direct-tcpip: where the host should connect */
   int target_port;
   int origin_port;
-  uv_stream_t *stream; /* owned (uv_tcp_t or uv_pipe_t on the heap) */
+  uv_stream_t *stream;      /* owned (uv_tcp_t or uv_pipe_t on the heap) */
   uv_connect_t connect_req; /* remote forward: connecting the stream to the target */
-  lc__buf to_chan;     /* read from the stream; from to_chan_off on not yet in the channel */
+  lc__buf to_chan;          /* read from the stream; from to_chan_off on not yet in the channel */
   size_t to_chan_off;
   int stream_eof; /* the stream said EOF */
   int chan_eof_sent;
@@ -69,6 +69,17 @@ struct lc__ssh_global_req {
   lc__ssh_global_req *next;
   lc_forward *fwd; /* listen: the forward; NULL for a cancel */
   char *bind;
+  int port;
+  /* a cancel of a listen found unsafe: once answered (the port closed), refused hears why */
+  lc_forward *refused;
+  lc__err *why;
+};
+
+/* A remote listen the host granted whose bound addresses are not checked yet (tunnel.c). */
+typedef struct lc__ssh_bound lc__ssh_bound;
+struct lc__ssh_bound {
+  lc__ssh_bound *next;
+  lc_forward *fwd; /* NULL once the forward stopped */
   int port;
 };
 
@@ -103,6 +114,10 @@ struct lc__ssh_conn {
   int sessions; /* open session channels */
   lc__ssh_global_req *reqs, *failed_reqs;
   int req_sent; /* the head of reqs was sent and waits for its answer */
+  /* remote listens granted: those waiting for the next listing of the host's listeners, those
+   * the listing in flight (check) covers; one listing at a time checks all granted meanwhile */
+  lc__ssh_bound *unchecked, *checking;
+  struct lc__listing *check;
   int open_handles;
   void (*close_done)(lc_runtime *rt);
   lc__ssh_chan *relay;   /* in the jump host's connection, when this one rides a ProxyJump */

@@ -19,6 +19,9 @@
  */
 #include "ssh_internal.h"
 
+#include "../../src/ports_internal.h"
+
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,8 +349,8 @@ static void jump_opened(lc__ssh_chan *k) {
 
 /* Drives the open of a direct-tcpip channel; then the relay. */
 static void direct_drive(lc__ssh_chan *k) {
-  int r = ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1",
-                                   k->origin_port);
+  int r =
+      ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1", k->origin_port);
   if (r == SSH_AGAIN)
     return;
   if (r != SSH_OK) {
@@ -356,8 +359,7 @@ static void direct_drive(lc__ssh_chan *k) {
       k->owner = NULL;
       owner->relay = NULL;
       lc__ssh_fail(owner, -ECONNREFUSED, "%s: the jump host %s cannot reach %s:%d: %s",
-                   owner->where, k->c->rt->name, k->target_host, k->target_port,
-                   lc__ssh_err(k->c));
+                   owner->where, k->c->rt->name, k->target_host, k->target_port, lc__ssh_err(k->c));
     }
     lc__tunnel_end(k); /* a forward's client: only this connection closes */
     return;
@@ -399,8 +401,7 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     return;
   }
-  if ((k->ch = ssh_channel_new(c->s)) == NULL ||
-      (k->target_host = lc__strdup(f->target)) == NULL) {
+  if ((k->ch = ssh_channel_new(c->s)) == NULL || (k->target_host = lc__strdup(f->target)) == NULL) {
     k->stream = NULL;
     if (k->ch)
       ssh_channel_free(k->ch);
@@ -421,23 +422,221 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
 
 /* ---- remote forwards ------------------------------------------------------------------------ */
 
+/*
+ * What sshd really bound: it may listen on more than we asked for (GatewayPorts yes puts our -R
+ * forward on 0.0.0.0 and [::], open to the network, whatever bind address we send), and another
+ * user may already listen on the port on an address sshd did not take (its bind of [::1] fails,
+ * 127.0.0.1 still works: localhost then reaches the stranger). So a granted listen is not up
+ * until a listing of the host's listeners (ss -e or /proc/net/tcp, with owners) showed the port
+ * on loopback alone and for our uid alone; else it is cancelled at once and refused. One listing
+ * covers every listen granted before it started: while more listens wait in the queue none
+ * starts (their grants come one round trip apart), so a mesh of N ports on a host costs one
+ * listing (an exec channel: one round trip plus the shell and ss, some 10-30 ms), not N.
+ * Meanwhile the host's connections to the port are taken only from loopback (the originator
+ * sshd reports), so nothing from the network gets through in the gap.
+ */
+
 static void req_free(lc__ssh_global_req *q) {
   free(q->bind);
+  free(q->why);
   free(q);
 }
 
-static int req_push(lc__ssh_conn *c, lc_forward *f, const char *bind, int port) {
+static lc__ssh_global_req *req_push(lc__ssh_conn *c, lc_forward *f, const char *bind, int port) {
   lc__ssh_global_req *q = lc__calloc(1, sizeof(*q)), **tail = &c->reqs;
   if (q == NULL || (q->bind = lc__strdup(bind)) == NULL) {
     free(q);
-    return -ENOMEM;
+    return NULL;
   }
   q->fwd = f;
   q->port = port;
   while (*tail != NULL)
     tail = &(*tail)->next;
   *tail = q;
+  return q;
+}
+
+/* A forward refused after the host granted its listen (and closed it again): its start fails,
+ * or, back after a reconnect, it stays down. */
+static void refused_done(lc_forward *f, const lc__err *why) {
+  if (f->call != NULL)
+    lc__forward_ready(f, why);
+  else
+    lc__forward_set_up(f, 0, why->msg);
+}
+
+/* Closes f's listen on the host at once (cancel-tcpip-forward) and its connections; once the
+ * host answered the cancel, f hears why. */
+static void listen_refuse(lc__ssh_conn *c, lc_forward *f, int port, const lc__err *why) {
+  lc__ssh_global_req *q = NULL;
+  lc__err *keep = lc__malloc(sizeof(*keep));
+  for (lc__ssh_chan *k = c->chans, *next; k != NULL; k = next) {
+    next = k->next;
+    if (k->kind == K_RELAY && k->fwd == f)
+      lc__tunnel_end(k);
+  }
+  f->backend = NULL;
+  if (keep == NULL || (q = req_push(c, NULL, f->bind, port)) == NULL) {
+    free(keep);
+    refused_done(f, why); /* out of memory: the lost connection will close the port */
+    return;
+  }
+  *keep = *why;
+  q->refused = f;
+  q->why = keep;
+}
+
+/* Whether a listen waits in c's queue: its grant comes within a round trip, and the listing
+ * that checks it can check the others too. */
+static int listen_queued(const lc__ssh_conn *c) {
+  for (const lc__ssh_global_req *q = c->reqs; q != NULL; q = q->next)
+    if (q->fwd != NULL)
+      return 1;
   return 0;
+}
+
+/* Judges one granted listen by the listing (r, ps, msg: lc__listing_result): up, or refused. */
+static void bound_judge(lc__ssh_conn *c, const lc__ssh_bound *b, int r, const lc__portscan *ps,
+                        const char *msg) {
+  const char *host = c->rt->name;
+  const lc__listener *other = NULL;
+  lc__err err = {0};
+  char wide[400] = "", where[80];
+  size_t n = 0;
+
+  if (r < 0) {
+    lc__err_set(&err, r,
+                "%s: cannot tell which addresses sshd listens on for our -R forward of "
+                "port %d, so it is closed again: %s",
+                host, b->port, msg);
+    listen_refuse(c, b->fwd, b->port, &err);
+    return;
+  }
+  if ((other = lc__portscan_stranger(ps, b->port)) != NULL) {
+    lc__listener_format(other, where, sizeof(where));
+    lc__err_set(&err, -EADDRINUSE,
+                "%s: port %d is also listened on by uid %ld (%s), not by our -R forward alone: "
+                "another user took the port",
+                host, b->port, other->uid, where);
+    listen_refuse(c, b->fwd, b->port, &err);
+    return;
+  }
+  for (size_t k = 0; k < ps->nfound; k++) {
+    const lc__listener *l = &ps->found[k];
+    if (l->port != b->port || lc__listener_is_loopback(l))
+      continue;
+    lc__listener_format(l, where, sizeof(where));
+    n += (size_t)snprintf(wide + n, n < sizeof(wide) ? sizeof(wide) - n : 0, "%s%s",
+                          n > 0 ? " and " : "", where);
+    if (n >= sizeof(wide))
+      n = sizeof(wide);
+  }
+  if (n > 0) {
+    b->fwd->refused_here = 1;
+    lc__err_set(&err, LC_EFORWARD,
+                "%s: sshd listens on %s for our -R forward, not on loopback alone: its "
+                "GatewayPorts is yes; set GatewayPorts no (the default) or clientspecified for "
+                "this user",
+                host, wide);
+    listen_refuse(c, b->fwd, b->port, &err);
+    return;
+  }
+  if (ps->found_over > 0) {
+    lc__err_set(&err, LC_EFORWARD,
+                "%s: more listeners than could be checked around our -R forward of port %d, so "
+                "it is closed again",
+                host, b->port);
+    listen_refuse(c, b->fwd, b->port, &err);
+    return;
+  }
+  lc__forward_ready(b->fwd, NULL);
+}
+
+static void check_start(lc__ssh_conn *c);
+
+/* The listing of c's host ended: each listen it covers is judged, then the next ones. */
+static void check_done(lc__listing *x, void *arg) {
+  lc__ssh_conn *c = arg;
+  lc__ssh_bound *list = c->checking;
+  const lc__portscan *ps = NULL;
+  const char *msg = NULL;
+  int r = lc__listing_result(x, &ps, &msg);
+  c->check = NULL;
+  if (c->state != C_READY || c->close_done != NULL) { /* lc__tunnel_lost tells them */
+    lc__listing_drop(x);
+    return;
+  }
+  c->checking = NULL;
+  while (list != NULL) {
+    lc__ssh_bound *b = list;
+    list = b->next;
+    if (b->fwd != NULL)
+      bound_judge(c, b, r, ps, msg);
+    free(b);
+  }
+  lc__listing_drop(x);
+  check_start(c);
+  lc__tunnel_requests(c); /* the cancels of refused listens */
+  lc__ssh_update_poll(c);
+}
+
+/* Starts the listing that checks the listens granted so far, unless one runs or more listens are
+ * on their way. */
+static void check_start(lc__ssh_conn *c) {
+  lc__ssh_bound *list;
+  int *ports = NULL;
+  size_t n = 0;
+  int r;
+  if (c->check != NULL || c->unchecked == NULL || c->state != C_READY || listen_queued(c))
+    return;
+  list = c->checking = c->unchecked;
+  c->unchecked = NULL;
+  for (lc__ssh_bound *b = list; b != NULL; b = b->next)
+    n++;
+  if ((ports = lc__calloc(n, sizeof(*ports))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+  } else {
+    n = 0;
+    for (lc__ssh_bound *b = list; b != NULL; b = b->next)
+      ports[n++] = b->port;
+    r = lc__listing_launch(&c->check, c->rt, ports, n, check_done, c);
+  }
+  free(ports);
+  if (r < 0) {
+    lc__err err = {0};
+    c->checking = NULL;
+    lc__err_set(&err, r, "%s", lc_error_last());
+    while (list != NULL) {
+      lc__ssh_bound *b = list;
+      list = b->next;
+      if (b->fwd != NULL)
+        bound_judge(c, b, r, NULL, err.msg);
+      free(b);
+    }
+  }
+}
+
+/* The host granted f's listen of port: checked before it counts as up. */
+static void bound_add(lc__ssh_conn *c, lc_forward *f, int port) {
+  lc__ssh_bound *b = lc__calloc(1, sizeof(*b));
+  if (b == NULL) {
+    lc__err err = {0};
+    lc__err_set(&err, -ENOMEM, "%s: out of memory checking the -R forward of port %d", c->rt->name,
+                port);
+    listen_refuse(c, f, port, &err);
+    return;
+  }
+  b->fwd = f;
+  b->port = port;
+  b->next = c->unchecked;
+  c->unchecked = b;
+}
+
+/* Forgets f in a list of granted listens (f stopped). */
+static void bound_forget(lc__ssh_bound *b, const lc_forward *f) {
+  for (; b != NULL; b = b->next)
+    if (b->fwd == f)
+      b->fwd = NULL;
 }
 
 /* Sends the global requests one at a time (only one may be outstanding per session). */
@@ -453,13 +652,15 @@ void lc__tunnel_requests(lc__ssh_conn *c) {
     c->req_sent = 0;
     c->reqs = q->next;
     if (q->fwd != NULL && r == SSH_OK) {
-      q->fwd->backend = c; /* listening on the host */
+      q->fwd->backend = c; /* listening on the host; up once checked */
       q->fwd->retry_ms = 0;
-      lc__forward_ready(q->fwd, NULL);
+      bound_add(c, q->fwd, q->port);
+    } else if (q->fwd == NULL && q->refused != NULL) {
+      refused_done(q->refused, q->why); /* the unsafe listen is closed now */
     } else if (q->fwd != NULL && q->fwd->call != NULL) {
       lc__err err = {0};
-      lc__err_set(&err, LC_EFORWARD, "%s refused to listen on %s port %d: %s", c->rt->name,
-                  q->bind, q->port, lc__ssh_err(c));
+      lc__err_set(&err, LC_EFORWARD, "%s refused to listen on %s port %d: %s", c->rt->name, q->bind,
+                  q->port, lc__ssh_err(c));
       lc__forward_ready(q->fwd, &err);
     } else if (q->fwd != NULL) {
       /* after a reconnect the old session may still hold the port: try again, backing off */
@@ -473,6 +674,7 @@ void lc__tunnel_requests(lc__ssh_conn *c) {
     }
     req_free(q);
   }
+  check_start(c);
 }
 
 void lc__tunnel_fwd_start(lc_forward *f) {
@@ -483,7 +685,7 @@ void lc__tunnel_fwd_start(lc_forward *f) {
     lc__forward_ready(f, &err);
     return;
   }
-  if (req_push(c, f, f->bind, f->port) < 0) {
+  if (req_push(c, f, f->bind, f->port) == NULL) {
     lc__err_set(&err, -ENOMEM, "out of memory");
     lc__forward_ready(f, &err);
     return;
@@ -507,19 +709,39 @@ static void on_target_connected(uv_connect_t *req, int status) {
   lc__ssh_update_poll(c);
 }
 
-/* Takes the connections the host forwards to us, and connects each to its forward's target. */
+/* Whether sshd says a forwarded connection came from loopback ("127.0.0.1", "::1"). */
+static int from_loopback(const char *originator) {
+  lc__listener l = {.port = 1};
+  if (originator == NULL)
+    return 0;
+  if (inet_pton(AF_INET, originator, l.addr) != 1) {
+    if (inet_pton(AF_INET6, originator, l.addr) != 1)
+      return 0;
+    l.v6 = 1;
+  }
+  return lc__listener_is_loopback(&l);
+}
+
+/* Takes the connections the host forwards to us, and connects each to its forward's target. Only
+ * those from the host's loopback: our listens are loopback's alone (checked once granted), and
+ * one from elsewhere means sshd listened wider (GatewayPorts) and the check has not closed it yet.
+ */
 void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
   ssh_channel ch;
-  int dport = 0;
+  int dport = 0, oport = 0;
+  char *origin = NULL;
   while (c->state == C_READY &&
-         (ch = ssh_channel_open_forward_port(c->s, 0, &dport, NULL, NULL)) != NULL) {
+         (ch = ssh_channel_open_forward_port(c->s, 0, &dport, &origin, &oport)) != NULL) {
     lc_forward *f = c->rt->forwards;
     struct sockaddr_storage addr;
     uv_tcp_t *tcp = NULL;
     lc__ssh_chan *k = NULL;
+    int local = from_loopback(origin);
+    ssh_string_free_char(origin);
+    origin = NULL;
     while (f != NULL && !(f->kind == LC_FORWARD_REMOTE && f->port == dport && f->backend == c))
       f = f->next;
-    if (f == NULL || lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
+    if (!local || f == NULL || lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
         (tcp = lc__malloc(sizeof(*tcp))) == NULL || (k = relay_new(c, NULL)) == NULL) {
       free(tcp);
       ssh_channel_close(ch);
@@ -542,6 +764,8 @@ void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
 /* Drops f's requests from a list; one already sent keeps its place, answered for nobody. */
 static void drop_reqs(lc__ssh_global_req **q, lc_forward *f, int head_sent) {
   for (int first = 1; *q != NULL; first = 0) {
+    if ((*q)->refused == f) /* its cancel still goes; nobody hears of it */
+      (*q)->refused = NULL;
     if ((*q)->fwd != f) {
       q = &(*q)->next;
     } else if (first && head_sent) {
@@ -566,6 +790,8 @@ void lc__tunnel_fwd_stop(lc_forward *f) {
   }
   drop_reqs(&c->reqs, f, c->req_sent);
   drop_reqs(&c->failed_reqs, f, 0);
+  bound_forget(c->unchecked, f);
+  bound_forget(c->checking, f);
   if (f->kind == LC_FORWARD_REMOTE && f->backend == c && c->state == C_READY) {
     req_push(c, NULL, f->bind, f->port); /* cancel-tcpip-forward */
     lc__tunnel_requests(c);
@@ -586,9 +812,21 @@ void lc__tunnel_lost(lc__ssh_conn *c, const lc__err *err) {
       c->failed_reqs = q->next;
     if (q->fwd != NULL && q->fwd->call != NULL)
       lc__forward_ready(q->fwd, err);
+    else if (q->refused != NULL) /* the port closed with the connection */
+      refused_done(q->refused, q->why);
     req_free(q);
   }
   c->req_sent = 0;
+  lc__listing_drop(c->check);
+  c->check = NULL;
+  for (lc__ssh_bound **l = &c->unchecked; l != NULL; l = l == &c->unchecked ? &c->checking : NULL)
+    while (*l != NULL) {
+      lc__ssh_bound *b = *l;
+      *l = b->next;
+      if (b->fwd != NULL && b->fwd->call != NULL)
+        lc__forward_ready(b->fwd, err);
+      free(b);
+    }
   for (lc_forward *f = c->rt->forwards; f != NULL; f = f->next) {
     if (f->backend == c)
       f->backend = NULL;
@@ -602,7 +840,7 @@ void lc__tunnel_restore(lc__ssh_conn *c) {
     if (f->kind == LC_FORWARD_LOCAL)
       lc__forward_set_up(f, 1, "reconnected");
     else
-      req_push(c, f, f->bind, f->port);
+      req_push(c, f, f->bind, f->port); /* checked again once granted */
   }
   lc__tunnel_retry(c);
 }

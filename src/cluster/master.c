@@ -127,6 +127,15 @@ int lc__master_await(lc_cluster *c, int port, int *retry) {
     r = c->m->wait_ready(c->m, c, port, c->opts.master_timeout_ms);
   else
     r = lc_ports_wait_listening(c->master_rt, port, c->master_proc, c->opts.master_timeout_ms);
+  if (r == -EADDRINUSE) { /* another user listens on the port there: another port may do */
+    char saved[LC_ERRMSG_MAX];
+    snprintf(saved, sizeof(saved), "%s", lc_error_last());
+    lc__master_drop(c);
+    *retry = !c->opts.master_port_fixed;
+    if (*retry)
+      lc__cluster_note(c, "port %d was taken after all (%s): trying another", port, saved);
+    return lc__error_set(r, "%s", saved);
+  }
   if (r < 0) {
     lc__cluster_how_ended(c, c->master_out, c->master_proc, msg, sizeof(msg));
     *retry = r == LC_EREMOTE && !c->opts.master_port_fixed &&

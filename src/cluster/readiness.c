@@ -10,11 +10,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The worker's name in messages: its tag without the host ("lab2 worker-0": "worker-0"). */
+static const char *worker_name(const lc__worker *w) {
+  const char *sp = strchr(w->out->tag, ' ');
+  return sp != NULL ? sp + 1 : w->out->tag;
+}
+
+/* Starts a listing of host h that watches the ports of its workers first.. not ready yet (ports:
+ * room for all of them), so that it tells whose each port is. */
+static int host_listing_start(lc_cluster *c, size_t first, size_t h, lc__listing **out,
+                              int *ports) {
+  size_t n = 0;
+  for (size_t i = first; i < c->nworkers; i++) {
+    lc__worker *w = &c->workers[i];
+    if (!w->ready && lc__cluster_host_index(c, w->rt) == h)
+      ports[n++] = w->info.port;
+  }
+  return lc__listing_start(out, lc_group_at(c->group, h), ports, n);
+}
+
 /*
  * Readiness of workers first..: each host with workers not yet listening has its own listing
  * going, one after the other (10 ms apart for the first half second, then 10 ms more each time
  * up to LC__LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no
- * other and a host whose workers are all up is left alone. Ends at the first worker that died.
+ * other and a host whose workers are all up is left alone. A worker is ready when its port
+ * listens for the cluster's user there: another uid's listener on it means a stranger took the
+ * port, and the wait ends with that error (-EADDRINUSE). Ends at the first worker that died.
  */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   uint64_t t0 = lc__now_ms();
@@ -23,10 +44,11 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
   unsigned *gap = lc__calloc(nh + 1, sizeof(*gap));
   char *needed = lc__calloc(nh + 1, 1);
+  int *ports = lc__calloc(c->nworkers + 1, sizeof(*ports));
   char msg[4096];
   int r = 0;
 
-  if (ls == NULL || next == NULL || gap == NULL || needed == NULL) {
+  if (ls == NULL || next == NULL || gap == NULL || needed == NULL || ports == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
@@ -44,9 +66,16 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
         goto out;
       for (size_t i = first; i < c->nworkers; i++) {
         lc__worker *w = &c->workers[i];
-        if (w->ready || lc__cluster_host_index(c, w->rt) != h ||
-            !((ps->listening[w->info.port / 8] >> (w->info.port % 8)) & 1))
+        char whose[200];
+        if (w->ready || lc__cluster_host_index(c, w->rt) != h)
           continue;
+        /* only a listener of the user's uid makes the worker ready; another's took the port */
+        snprintf(whose, sizeof(whose), "%s's %s", lc_runtime_name(w->rt), worker_name(w));
+        if ((r = lc__ports_judge_owner(w->rt, w->info.port, ps, whose)) < 0)
+          goto out;
+        if (r == 0)
+          continue;
+        r = 0;
         w->ready = 1;
         lc__cluster_note(c, "%s ready on port %d", w->out->tag, w->info.port);
         lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
@@ -96,7 +125,7 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
     }
     for (size_t h = 0; h < nh; h++) {
       if (needed[h] && ls[h] == NULL && now >= next[h] &&
-          (r = lc__listing_start(&ls[h], lc_group_at(c->group, h))) < 0)
+          (r = host_listing_start(c, first, h, &ls[h], ports)) < 0)
         goto out;
       busy = ls[h] != NULL ? ls[h] : busy;
     }
@@ -113,5 +142,6 @@ out:
   free(next);
   free(gap);
   free(needed);
+  free(ports);
   return r;
 }

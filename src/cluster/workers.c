@@ -236,7 +236,14 @@ int lc__workers_finish(lc_cluster *c, const lc__wstart *st) {
     lc__cluster_note(c, "a worker's port was taken after all (%s): trying other ports", why);
     lc__workers_unspawn(c, st);
     lc__cluster_drop_forwards(c, fwd_mark);
-    if ((r = workers_ports(c, st, NULL)) == 0 && (r = lc__workers_spawn(c, st)) == 0)
+    if ((r = workers_ports(c, st, NULL)) < 0) {
+      /* none left: the error still says why the first ones would not do (a squatted port) */
+      char now[LC_ERRMSG_MAX];
+      snprintf(now, sizeof(now), "%s", lc_error_last());
+      lc__error_set(r, "%s; other ports were tried because %s", now, why);
+      break;
+    }
+    if ((r = lc__workers_spawn(c, st)) == 0)
       r = workers_ready(c, st);
   }
   return r;

@@ -22,7 +22,52 @@ typedef struct listing {
   lc__portscan scan; /* written on the engine thread until the process has finished */
   int rc;
   char msg[LC_ERRMSG_MAX];
+  uint8_t *watch; /* owned, with scan.found: a listing that tells whose the watched ports are */
 } listing;
+
+/* Watches ports[0..n) in l: their listeners go into l->scan.found with their owners. Distinct
+ * listeners per port are few (SO_REUSEPORT's copies count once): 8 each is plenty, and more
+ * only make the owner unknown (lc__portscan_ours). Returns 0 or -ENOMEM. */
+static int listing_watch(listing *l, const int *ports, size_t n) {
+  size_t cap = 8 * n + 32;
+  if ((l->watch = lc__calloc(1, 65536 / 8)) == NULL ||
+      (l->scan.found = lc__calloc(cap, sizeof(*l->scan.found))) == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < n; i++)
+    if (ports[i] > 0 && ports[i] <= PORT_MAX)
+      lc__ports_bit_set(l->watch, ports[i]);
+  l->scan.watch = l->watch;
+  l->scan.found_cap = cap;
+  return 0;
+}
+
+static void listing_unwatch(listing *l) {
+  free(l->watch);
+  free(l->scan.found);
+  l->watch = NULL;
+  l->scan.watch = NULL;
+  l->scan.found = NULL;
+  l->scan.nfound = l->scan.found_cap = 0;
+}
+
+/* The command of l: with "lc-uid" while a watching listing does not know its host's uid yet. */
+static const char *listing_command(listing *l) {
+  long known = __atomic_load_n(&l->rt->listing_uid, __ATOMIC_RELAXED);
+  if (l->watch == NULL)
+    return LC__LISTING_COMMAND;
+  if (known > 0) {
+    l->scan.has_uid = 1;
+    l->scan.uid = (unsigned long)(known - 1);
+    return LC__LISTING_COMMAND;
+  }
+  return LC__LISTING_COMMAND_UID;
+}
+
+/* After l's output: keeps the uid it told for its host's next listings. */
+static void listing_learn(listing *l) {
+  if (l->scan.has_uid && l->scan.uid < 0x7FFFFFFFul)
+    __atomic_store_n(&l->rt->listing_uid, (long)l->scan.uid + 1, __ATOMIC_RELAXED);
+}
 
 static void listing_line(const char *line, size_t len, lc_stream stream, void *payload) {
   if (stream == LC_STDOUT)
@@ -45,8 +90,28 @@ static void listing_start(listing *l) {
   eo.on_line = listing_line;
   eo.payload = &l->scan;
   /* a read of two files ends by itself: no lifeline needed, and none to pay for */
-  if ((r = lc__runtime_spawn_plain(&l->proc, l->rt, LC__LISTING_COMMAND, &eo)) < 0)
+  if ((r = lc__runtime_spawn_plain(&l->proc, l->rt, listing_command(l), &eo)) < 0)
     listing_fail(l, r, lc_error_last());
+}
+
+/* Judges a listing that ended (res: how; its output is in l->scan): l->rc and l->msg. */
+static void listing_judge(listing *l, const lc_exec_result *res) {
+  if (res->signal != 0) {
+    char detail[128];
+    snprintf(detail, sizeof(detail), "'%s' was ended by signal %d", LC__LISTING_COMMAND,
+             res->signal);
+    listing_fail(l, LC_EREMOTE, detail);
+  } else if (l->scan.headers == 0) {
+    char detail[256];
+    snprintf(detail, sizeof(detail),
+             "neither ss nor /proc/net/tcp answered there (exit status %d); listening ports "
+             "are read with ss or from /proc/net/tcp and /proc/net/tcp6, so the host must "
+             "run Linux",
+             res->exit_status);
+    listing_fail(l, LC_EREMOTE, detail);
+  } else {
+    listing_learn(l);
+  }
 }
 
 /* Waits for a started listing until deadline (lc__now_ms) and judges its output. */
@@ -63,19 +128,8 @@ static void listing_finish(listing *l, uint64_t deadline, int timeout_ms) {
     listing_fail(l, -ETIMEDOUT, detail);
   } else if (r < 0) {
     listing_fail(l, r, lc_error_last());
-  } else if (res.signal != 0) {
-    char detail[128];
-    snprintf(detail, sizeof(detail), "'%s' was ended by signal %d", LC__LISTING_COMMAND,
-             res.signal);
-    listing_fail(l, LC_EREMOTE, detail);
-  } else if (l->scan.headers == 0) {
-    char detail[256];
-    snprintf(detail, sizeof(detail),
-             "neither ss nor /proc/net/tcp answered there (exit status %d); listening ports "
-             "are read with ss or from /proc/net/tcp and /proc/net/tcp6, so the host must "
-             "run Linux",
-             res.exit_status);
-    listing_fail(l, LC_EREMOTE, detail);
+  } else {
+    listing_judge(l, &res);
   }
   lc_process_free(l->proc); /* ends it when it timed out */
   l->proc = NULL;
@@ -166,13 +220,20 @@ int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int time
 struct lc__listing {
   listing l;
   uint64_t started;
+  /* lc__listing_launch: called on the engine thread when the listing ended */
+  void (*done)(lc__listing *x, void *arg);
+  void *arg;
 };
 
-int lc__listing_start(lc__listing **out, lc_runtime *rt) {
+int lc__listing_start(lc__listing **out, lc_runtime *rt, const int *ports, size_t n) {
   lc__listing *x = lc__calloc(1, sizeof(*x));
   *out = NULL;
-  if (x == NULL)
+  if (x == NULL || (ports != NULL && listing_watch(&x->l, ports, n) < 0)) {
+    if (x != NULL)
+      listing_unwatch(&x->l);
+    free(x);
     return lc__error_set(-ENOMEM, "out of memory");
+  }
   x->l.rt = rt;
   x->started = lc__now_ms();
   listing_start(&x->l);
@@ -197,6 +258,72 @@ void lc__listing_free(lc__listing *x) {
   if (x == NULL)
     return;
   lc_process_free(x->l.proc);
+  listing_unwatch(&x->l);
+  free(x);
+}
+
+/* ---- on the engine thread ------------------------------------------------------------------ */
+
+static void listing_ended(lc_process *p, void *arg) {
+  lc__listing *x = arg;
+  if (p->err.code < 0)
+    listing_fail(&x->l, p->err.code, p->err.msg);
+  else
+    listing_judge(&x->l, &p->result);
+  x->done(x, x->arg);
+}
+
+int lc__listing_launch(lc__listing **out, lc_runtime *rt, const int *ports, size_t n,
+                       void (*done)(lc__listing *x, void *arg), void *arg) {
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc__listing *x = lc__calloc(1, sizeof(*x));
+  lc__err err = {0};
+  int r = LC_EINTERNAL;
+
+  *out = NULL;
+  if (x == NULL || (ports != NULL && listing_watch(&x->l, ports, n) < 0)) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto fail;
+  }
+  x->l.rt = rt;
+  x->started = lc__now_ms();
+  x->done = done;
+  x->arg = arg;
+  eo.on_line = listing_line;
+  eo.payload = &x->l.scan;
+  if ((r = lc__proc_new(&x->l.proc, rt, listing_command(&x->l), &eo, 0, NULL, NULL)) < 0)
+    goto fail;
+  x->l.proc->on_finish = listing_ended;
+  x->l.proc->finish_arg = x;
+  *out = x; /* done may run before the launch returns: x is the caller's from here on */
+  if ((r = lc__proc_launch(x->l.proc, &err)) < 0) {
+    *out = NULL;
+    r = lc__err_raise(&err);
+    goto fail;
+  }
+  return 0;
+fail:
+  if (x != NULL) {
+    if (x->l.proc != NULL)
+      lc__proc_release(x->l.proc);
+    listing_unwatch(&x->l);
+    free(x);
+  }
+  return r;
+}
+
+int lc__listing_result(const lc__listing *x, const lc__portscan **scan, const char **msg) {
+  *scan = &x->l.scan;
+  *msg = x->l.msg;
+  return x->l.rc;
+}
+
+void lc__listing_drop(lc__listing *x) {
+  if (x == NULL)
+    return;
+  if (x->l.proc != NULL)
+    lc__proc_release(x->l.proc);
+  listing_unwatch(&x->l);
   free(x);
 }
 
@@ -261,24 +388,45 @@ out:
 #define WAIT_PAUSE_FIRST_MS 10
 #define WAIT_PAUSE_MAX_MS 50
 
+int lc__ports_judge_owner(lc_runtime *rt, int port, const lc__portscan *ps, const char *whose) {
+  const lc__listener *other = lc__portscan_stranger(ps, port);
+  char where[80];
+  if (other != NULL) {
+    lc__listener_format(other, where, sizeof(where));
+    return lc__error_set(-EADDRINUSE,
+                         "%s: port %d is listened on by uid %ld, not by %s (%s): another user "
+                         "took the port",
+                         lc_runtime_name(rt), port, other->uid, whose, where);
+  }
+  return lc__portscan_ours(ps, port);
+}
+
 int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
   int pause = WAIT_PAUSE_FIRST_MS;
+  char whose[64];
   if (rt == NULL || proc == NULL || port < 1 || port > 65535)
     return lc__error_set(-EINVAL, "wait for a listening port: no runtime, no process or port %d",
                          port);
+  snprintf(whose, sizeof(whose), "the process started there (pid %ld)", lc_process_pid(proc));
   for (;;) {
-    lc_ports *l = NULL;
-    int up;
+    lc__listing *x = NULL;
+    const lc__portscan *ps = NULL;
+    int up = 0;
     if (lc_process_wait(NULL, proc, 0) != -ETIMEDOUT)
       return lc__error_set(LC_EREMOTE, "%s: the process ended before port %d listened",
                            lc_runtime_name(rt), port);
-    up = lc_ports_listening(&l, rt, 10000) == 0 && lc_ports_contains(l, port);
-    lc_ports_free(l);
+    /* whose the port is: another user's listener there is not ours, and never ready */
+    if (lc__listing_start(&x, rt, &port, 1) == 0 && lc__listing_finish(x, &ps) == 0 &&
+        (up = lc__ports_judge_owner(rt, port, ps, whose)) < 0) {
+      lc__listing_free(x);
+      return up;
+    }
+    lc__listing_free(x);
     /* listening, and still alive: a process that died of "address in use" is not ready */
-    if (up && lc_process_wait(NULL, proc, 0) == -ETIMEDOUT)
+    if (up > 0 && lc_process_wait(NULL, proc, 0) == -ETIMEDOUT)
       return 0;
-    if (up)
+    if (up > 0)
       return lc__error_set(LC_EREMOTE, "%s: the process ended as port %d listened (another's?)",
                            lc_runtime_name(rt), port);
     if (lc__now_ms() >= deadline)

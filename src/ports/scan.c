@@ -1,10 +1,13 @@
 /*
  * scan.c - the reader of a host's listing of listening ports: ss's output or /proc/net/tcp{,6}
- * (lc__portscan_*).
+ * (lc__portscan_*), and who listens on a watched port (lc__portscan_ours, _stranger). Pure
+ * functions of their input: no system calls, no global state.
  */
 #include "ports_private.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,17 +42,116 @@ static void skip_blanks(const char *line, size_t len, size_t *i) {
     (*i)++;
 }
 
-/* Reads "ADDRESS:PORT" with an 8- (IPv4) or 32-digit (IPv6) address. Returns 0 or -1. */
-static int read_endpoint(const char *line, size_t len, size_t *i, unsigned long *port) {
-  unsigned long addr;
-  size_t n = read_hex(line, len, i, &addr);
+/* Reads a decimal number at line[*i] into *v (-1 when there are no digits or it exceeds
+ * 2^32 - 1, a uid's range). Returns how many digits there were. */
+static size_t read_uid(const char *line, size_t len, size_t *i, long *v) {
+  size_t start = *i;
+  unsigned long long n = 0;
+  while (*i < len && lc__ports_is_digit(line[*i])) {
+    if (n <= 0xFFFFFFFFull)
+      n = n * 10 + (unsigned)(line[*i] - '0');
+    (*i)++;
+  }
+  *v = *i > start && n <= 0xFFFFFFFFull ? (long)n : -1;
+  return *i - start;
+}
+
+/*
+ * Reads "ADDRESS:PORT" with an 8- (IPv4) or 32-digit (IPv6) address into l (address, family and
+ * port). The kernel prints each 32-bit word of the address as it lies in memory (%08X of a
+ * network-order word), read here as a little-endian machine's: on a big-endian host 127.0.0.1
+ * would read as 1.0.0.127, not loopback (the check then fails closed). Returns 0 or -1.
+ */
+static int read_endpoint(const char *line, size_t len, size_t *i, lc__listener *l) {
+  unsigned long ignored, port;
+  size_t start = *i, n = read_hex(line, len, i, &ignored);
   if ((n != 8 && n != 32) || *i >= len || line[*i] != ':')
     return -1;
+  memset(l->addr, 0, sizeof(l->addr));
+  l->v6 = n == 32;
+  l->unknown = 0;
+  for (size_t w = 0; w < n / 8; w++) {
+    unsigned long v = 0;
+    for (size_t k = 0; k < 8; k++)
+      v = v << 4 | (unsigned long)hex_value(line[start + w * 8 + k]);
+    for (size_t b = 0; b < 4; b++)
+      l->addr[w * 4 + b] = (uint8_t)(v >> (8 * b));
+  }
   (*i)++;
-  n = read_hex(line, len, i, port);
+  n = read_hex(line, len, i, &port);
   if (n < 1 || n > 4)
     return -1;
+  l->port = (int)port;
   return 0;
+}
+
+/* Skips one column (what lies before the next blank) and the blanks after it. */
+static void skip_column(const char *line, size_t len, size_t *i) {
+  while (*i < len && !is_tab_or_space(line[*i]))
+    (*i)++;
+  skip_blanks(line, len, i);
+}
+
+/* Keeps l (a listener) in s->found when its port is watched, once. */
+static void keep_listener(lc__portscan *s, const lc__listener *l) {
+  if (s->watch == NULL || l->port < 1 || l->port > PORT_MAX ||
+      !lc__ports_bit_get(s->watch, l->port))
+    return;
+  for (size_t k = 0; k < s->nfound; k++) {
+    const lc__listener *o = &s->found[k];
+    if (o->port == l->port && o->v6 == l->v6 && o->unknown == l->unknown && o->uid == l->uid &&
+        memcmp(o->addr, l->addr, sizeof(o->addr)) == 0)
+      return;
+  }
+  if (s->found == NULL || s->nfound >= s->found_cap) {
+    s->found_over++;
+    return;
+  }
+  s->found[s->nfound++] = *l;
+}
+
+/* Reads ss's text of an address (line[start..end): "127.0.0.1", "[::1]", "*", "0.0.0.0%lo",
+ * "::" of an older ss) into l; what is not an address stays unknown (taken as any). */
+static void ss_address(lc__listener *l, const char *line, size_t start, size_t end) {
+  char text[64];
+  size_t n = 0;
+  memset(l->addr, 0, sizeof(l->addr));
+  l->v6 = 0;
+  l->unknown = 1;
+  if (start < end && line[start] == '[' && line[end - 1] == ']') {
+    start++;
+    end--;
+  }
+  for (size_t k = start; k < end && line[k] != '%' && line[k] != ']'; k++) {
+    if (n + 1 >= sizeof(text))
+      return;
+    text[n++] = line[k];
+  }
+  text[n] = '\0';
+  if (inet_pton(AF_INET, text, l->addr) == 1) {
+    l->unknown = 0;
+  } else if (inet_pton(AF_INET6, text, l->addr) == 1) {
+    l->v6 = 1;
+    l->unknown = 0;
+  }
+}
+
+/* The uid of ss -e's extended columns after the peer address, from line[i]: "uid:N" comes before
+ * "ino:N" and is left out for uid 0; no "ino:" either means ss was not asked (-1). */
+static long ss_uid(const char *line, size_t len, size_t i) {
+  long uid = -1;
+  skip_blanks(line, len, &i);
+  skip_column(line, len, &i); /* the peer */
+  while (i < len) {
+    if (len - i > 4 && memcmp(line + i, "uid:", 4) == 0) {
+      i += 4;
+      read_uid(line, len, &i, &uid);
+    } else if (len - i > 4 && memcmp(line + i, "ino:", 4) == 0) {
+      return uid >= 0 ? uid : 0;
+    }
+    skip_column(line, len, &i);
+  }
+  return -1;
 }
 
 /*
@@ -95,16 +197,35 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
   if (n == 0 || n > 5 || port > PORT_MAX || i >= len || !is_tab_or_space(line[i]))
     return 0;
   s->entries++;
-  if (listen && port > 0)
+  if (listen && port > 0) {
+    lc__listener l;
     lc__ports_bit_set(s->listening, port);
+    if (s->watch != NULL && lc__ports_bit_get(s->watch, port)) {
+      ss_address(&l, line, start, colon);
+      l.port = port;
+      l.uid = ss_uid(line, len, i);
+      keep_listener(s, &l);
+    }
+  }
   return 1;
 }
 
 void lc__portscan_line(lc__portscan *s, const char *line, size_t len) {
-  unsigned long sl, local_port, remote_port, state;
+  static const char who[] = "lc-uid ";
+  unsigned long sl, state;
+  lc__listener local, remote;
   size_t i = 0;
 
   skip_blanks(line, len, &i);
+  if (len - i >= sizeof(who) - 1 && memcmp(line + i, who, sizeof(who) - 1) == 0) {
+    long uid;
+    i += sizeof(who) - 1;
+    if (read_uid(line, len, &i, &uid) == 0 || uid < 0)
+      goto skip;
+    s->has_uid = 1;
+    s->uid = (unsigned long)uid;
+    return;
+  }
   if (ss_line(s, line, len, i))
     return;
   if (len - i >= 2 && memcmp(line + i, "sl", 2) == 0) {
@@ -121,17 +242,27 @@ void lc__portscan_line(lc__portscan *s, const char *line, size_t len) {
     goto skip;
   i++;
   skip_blanks(line, len, &i);
-  if (read_endpoint(line, len, &i, &local_port) < 0 || i >= len || !is_tab_or_space(line[i]))
+  if (read_endpoint(line, len, &i, &local) < 0 || i >= len || !is_tab_or_space(line[i]))
     goto skip;
   skip_blanks(line, len, &i);
-  if (read_endpoint(line, len, &i, &remote_port) < 0 || i >= len || !is_tab_or_space(line[i]))
+  if (read_endpoint(line, len, &i, &remote) < 0 || i >= len || !is_tab_or_space(line[i]))
     goto skip;
   skip_blanks(line, len, &i);
   if (read_hex(line, len, &i, &state) != 2 || (i < len && !is_tab_or_space(line[i])))
     goto skip;
   s->entries++;
-  if (state == 0x0A && local_port > 0)
-    lc__ports_bit_set(s->listening, (int)local_port);
+  if (state == 0x0A && local.port > 0) {
+    lc__ports_bit_set(s->listening, local.port);
+    if (s->watch != NULL && lc__ports_bit_get(s->watch, local.port)) {
+      /* "tx_queue:rx_queue tr:tm->when retrnsmt uid ..." */
+      skip_blanks(line, len, &i);
+      for (int k = 0; k < 3; k++)
+        skip_column(line, len, &i);
+      if (read_uid(line, len, &i, &local.uid) == 0 || (i < len && !is_tab_or_space(line[i])))
+        local.uid = -1;
+      keep_listener(s, &local);
+    }
+  }
   return;
 skip:
   s->skipped++;
@@ -166,5 +297,45 @@ int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s) {
     port = last;
   }
   *out = p;
+  return 0;
+}
+
+int lc__listener_is_loopback(const lc__listener *l) {
+  static const uint8_t v6_loopback[16] = {[15] = 1};
+  static const uint8_t v4_mapped[12] = {[10] = 0xff, [11] = 0xff};
+  if (l->unknown)
+    return 0;
+  if (!l->v6)
+    return l->addr[0] == 127;
+  return memcmp(l->addr, v6_loopback, 16) == 0 ||
+         (memcmp(l->addr, v4_mapped, 12) == 0 && l->addr[12] == 127);
+}
+
+void lc__listener_format(const lc__listener *l, char *buf, size_t n) {
+  char text[INET6_ADDRSTRLEN] = "*";
+  if (!l->unknown)
+    inet_ntop(l->v6 ? AF_INET6 : AF_INET, l->addr, text, sizeof(text));
+  snprintf(buf, n, l->v6 && !l->unknown ? "[%s]:%d" : "%s:%d", text, l->port);
+}
+
+const lc__listener *lc__portscan_stranger(const lc__portscan *s, int port) {
+  if (!s->has_uid)
+    return NULL;
+  for (size_t k = 0; k < s->nfound; k++)
+    if (s->found[k].port == port && s->found[k].uid >= 0 &&
+        (unsigned long)s->found[k].uid != s->uid)
+      return &s->found[k];
+  return NULL;
+}
+
+int lc__portscan_ours(const lc__portscan *s, int port) {
+  if (port < 1 || port > PORT_MAX || !lc__ports_bit_get(s->listening, port))
+    return 0;
+  if (!s->has_uid || s->watch == NULL || s->found_over > 0)
+    return 1; /* cannot tell whose: as before owners were asked */
+  for (size_t k = 0; k < s->nfound; k++)
+    if (s->found[k].port == port &&
+        (s->found[k].uid < 0 || (unsigned long)s->found[k].uid == s->uid))
+      return 1;
   return 0;
 }

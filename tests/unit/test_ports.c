@@ -658,10 +658,112 @@ static void test_reservation_threads(void) {
   lc_ports_free(hammer_range);
 }
 
-LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_parse_merges), LC_TEST(test_parse_bad_input),
-             LC_TEST(test_iterate_contains), LC_TEST(test_add_and_format),
-             LC_TEST(test_proc_net_tcp_recorded), LC_TEST(test_proc_net_tcp_line_by_line),
-             LC_TEST(test_proc_net_tcp_malformed), LC_TEST(test_ss_recorded),
-             LC_TEST(test_ss_forms_and_malformed), LC_TEST(test_proc_net_tcp_every_port),
-             LC_TEST(test_reserve_release), LC_TEST(test_local_bind),
-             LC_TEST(test_common_free_here_only), LC_TEST(test_reservation_threads))
+/* Whose a watched port is, and on which addresses: ss -e's columns (no uid: column is uid 0),
+ * /proc/net/tcp's uid column, "lc-uid N", duplicates kept once, unwatched ports not kept. */
+static void test_listener_owners(void) {
+  static const char ss_text[] =
+      "lc-uid 1000\n"
+      "Recv-Q Send-Q Local Address:Port  Peer Address:PortProcess\n"
+      "0      128        127.0.0.1:60000      0.0.0.0:*    uid:1000 ino:11 sk:1 cgroup:/ <->\n"
+      "0      128            [::1]:60000         [::]:*    uid:1000 ino:12 sk:2 v6only:1 <->\n"
+      "0      128          0.0.0.0:60001      0.0.0.0:*    uid:1000 ino:13 sk:3 <->\n"
+      "0      128             [::]:60001         [::]:*    uid:1000 ino:14 sk:4 v6only:1 <->\n"
+      "0      128        127.0.0.1:60002      0.0.0.0:*    uid:65534 ino:15 sk:5 <->\n"
+      "0      128            [::1]:60002         [::]:*    uid:1000 ino:16 sk:6 <->\n"
+      "0      128        127.0.0.1:60003      0.0.0.0:*    ino:17 sk:7 cgroup:/uid:5 <->\n"
+      "0      128        127.0.0.1:60003      0.0.0.0:*    ino:18 sk:8 <->\n"
+      "0      128        127.0.0.1:22         0.0.0.0:*    ino:19 sk:9 <->\n";
+  static const char proc_text[] =
+      "lc-uid 0\n"
+      "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+      "timeout inode\n"
+      "   0: 0100007F:EA60 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        "
+      "0 7469637 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 00000000:EA61 00000000:0000 0A 00000000:00000000 00:00000000 00000000 65534        "
+      "0 7469638 1 0000000000000000 100 0 0 10 0\n"
+      "  sl  local_address                         remote_address                        st "
+      "tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+      "   0: 00000000000000000000000001000000:EA60 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0\n"
+      "   1: 00000000000000000000000000000000:EA62 00000000000000000000000000000000:0000 0A "
+      "00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0\n";
+  uint8_t watch[65536 / 8] = {0};
+  lc__listener found[16];
+  lc__portscan s;
+  char text[80];
+  const lc__listener *o;
+  size_t wide = 0;
+
+  for (int p = 60000; p <= 60003; p++)
+    watch[p / 8] |= (uint8_t)(1u << (p % 8));
+  memset(&s, 0, sizeof(s));
+  s.watch = watch;
+  s.found = found;
+  s.found_cap = 16;
+  lc__portscan_text(&s, ss_text, strlen(ss_text));
+  LC_CHECK(s.has_uid && s.uid == 1000);
+  LC_CHECK(s.nfound == 7); /* 60003's two sockets are one listener; port 22 is not watched */
+  LC_CHECK(s.found_over == 0);
+  LC_CHECK(lc__portscan_ours(&s, 60000) && lc__portscan_stranger(&s, 60000) == NULL);
+  LC_CHECK(lc__portscan_ours(&s, 60001) && lc__portscan_stranger(&s, 60001) == NULL);
+  LC_REQUIRE((o = lc__portscan_stranger(&s, 60002)) != NULL);
+  LC_CHECK(o->uid == 65534);
+  lc__listener_format(o, text, sizeof(text));
+  LC_CHECK_STR(text, "127.0.0.1:60002");
+  LC_CHECK(!lc__portscan_ours(&s, 60004));
+  /* no uid: column before ino: is uid 0 (a "uid:" in a cgroup path after it does not count) */
+  LC_REQUIRE((o = lc__portscan_stranger(&s, 60003)) != NULL);
+  LC_CHECK(o->uid == 0);
+  for (size_t k = 0; k < s.nfound; k++) {
+    if (found[k].port != 60001)
+      continue;
+    LC_CHECK(!lc__listener_is_loopback(&found[k]));
+    lc__listener_format(&found[k], text, sizeof(text));
+    LC_CHECK(strcmp(text, "0.0.0.0:60001") == 0 || strcmp(text, "[::]:60001") == 0);
+    wide++;
+  }
+  LC_CHECK(wide == 2);
+
+  memset(&s, 0, sizeof(s));
+  s.watch = watch;
+  s.found = found;
+  s.found_cap = 16;
+  lc__portscan_text(&s, proc_text, strlen(proc_text));
+  LC_CHECK(s.has_uid && s.uid == 0);
+  LC_CHECK(s.nfound == 4);
+  LC_CHECK(lc__portscan_ours(&s, 60000) && lc__portscan_stranger(&s, 60000) == NULL);
+  for (size_t k = 0; k < s.nfound; k++)
+    if (found[k].port == 60000)
+      LC_CHECK(lc__listener_is_loopback(&found[k])); /* 127.0.0.1 and ::1 */
+  LC_REQUIRE((o = lc__portscan_stranger(&s, 60001)) != NULL);
+  LC_CHECK(o->uid == 65534 && !lc__listener_is_loopback(o));
+  LC_CHECK(!lc__portscan_ours(&s, 60001));
+  LC_CHECK(lc__portscan_ours(&s, 60002));
+  lc__listener_format(&found[3], text, sizeof(text));
+  LC_CHECK_STR(text, "[::]:60002");
+
+  /* room for fewer than there are: counted, and the owner is then unknown (taken as ours) */
+  memset(&s, 0, sizeof(s));
+  s.watch = watch;
+  s.found = found;
+  s.found_cap = 1;
+  lc__portscan_text(&s, ss_text, strlen(ss_text));
+  LC_CHECK(s.nfound == 1 && s.found_over > 0);
+  /* no "lc-uid" line: nobody is a stranger, the bitmap decides */
+  memset(&s, 0, sizeof(s));
+  s.watch = watch;
+  s.found = found;
+  s.found_cap = 16;
+  lc__portscan_text(&s, ss_text + strlen("lc-uid 1000\n"),
+                    strlen(ss_text) - strlen("lc-uid 1000\n"));
+  LC_CHECK(!s.has_uid && lc__portscan_stranger(&s, 60002) == NULL && lc__portscan_ours(&s, 60002));
+}
+
+LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_listener_owners), LC_TEST(test_parse_merges),
+             LC_TEST(test_parse_bad_input), LC_TEST(test_iterate_contains),
+             LC_TEST(test_add_and_format), LC_TEST(test_proc_net_tcp_recorded),
+             LC_TEST(test_proc_net_tcp_line_by_line), LC_TEST(test_proc_net_tcp_malformed),
+             LC_TEST(test_ss_recorded), LC_TEST(test_ss_forms_and_malformed),
+             LC_TEST(test_proc_net_tcp_every_port), LC_TEST(test_reserve_release),
+             LC_TEST(test_local_bind), LC_TEST(test_common_free_here_only),
+             LC_TEST(test_reservation_threads))
