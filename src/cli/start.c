@@ -621,6 +621,17 @@ static int detach(cli_launch *s) {
   return CLI_EXIT_FAIL;
 }
 
+/* What --insecure means, said at every start that asks for it (a detached one: before it
+ * detaches, where the user sees it). */
+static void insecure_warning(const cli_launch *s) {
+  int dask = strcmp(s->type_name, "dask") == 0;
+  if (s->co.insecure)
+    fprintf(stderr,
+            "warning: --insecure: the cluster's own connections are not authenticated%s: any "
+            "user who can reach the %s's port on any host runs code as you\n",
+            dask ? " (Dask over plain tcp://, no TLS)" : "", dask ? "scheduler" : "master");
+}
+
 int cli_start_up(cli_launch *s) {
   lc_control_options o = LC_CONTROL_OPTIONS_INIT;
   sigset_t sigs;
@@ -673,12 +684,8 @@ int cli_start_up(cli_launch *s) {
     if (ready == 0)
       return cli_fail(s->cmd, LC_ECLOSED, "no host is reachable");
   }
-  if (s->co.insecure)
-    fprintf(stderr,
-            "warning: --insecure: the cluster's own connections are not authenticated%s: "
-            "any user who can reach the %s's port on any host runs code as you\n",
-            strcmp(s->type->name, "dask") == 0 ? " (Dask over plain tcp://, no TLS)" : "",
-            strcmp(s->type->name, "dask") == 0 ? "scheduler" : "master");
+  if (!s->supervised)
+    insecure_warning(s);
   if ((r = make_client_dir(s)) < 0)
     return cli_fail(s->cmd, r, "cannot make the directory of the client's files");
   s->co.on_output = output_line; /* into the logs always; on stderr with --debug */
@@ -849,6 +856,7 @@ int cli_start(int argc, char **argv) {
   if ((r = cli_start_parse(&s, argc, argv)) >= 0)
     return r == CLI_START_HELP ? usage() : r;
   if (s.detach) {
+    insecure_warning(&s);
     if ((r = detach(&s)) >= 0)
       return r;
     s.supervised = 1;
