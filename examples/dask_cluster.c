@@ -13,6 +13,12 @@
  * reaches every other worker the same way (the worker mesh, for Dask's worker-to-worker data
  * transfers). No port of any host is opened to the network.
  *
+ * And only its owner gets in: every Dask connection of the cluster is mutual TLS with a CA made
+ * for this cluster alone (the dask type's default), so another user of a host who reaches a port
+ * through the tunnels is refused. The client's certificate and key are in the cluster's client
+ * directory (0700, removed with the cluster); the cluster's client env names them in Dask's own
+ * config keys, so a plain Client() given that environment connects.
+ *
  * Needs Dask on every machine involved (Debian: apt install python3-distributed), and python3
  * here able to `import distributed` (for the client).
  */
@@ -122,8 +128,12 @@ int main(int argc, char **argv) {
   if ((r = lc_cluster_start(cluster, workers)) < 0)
     goto fail;
 
-  /* 4. Where everything is. The scheduler's port is also localhost:PORT on every host. */
-  printf("scheduler: tcp://127.0.0.1:%d\n", lc_cluster_master_port(cluster));
+  /* 4. Where everything is. The scheduler's port is also localhost:PORT on every host; its
+   *    address (tls://) is in the client env, with the client's TLS files. */
+  for (const char *const *e = lc_cluster_client_env(cluster); *e != NULL; e++)
+    if (strncmp(*e, "DASK_SCHEDULER_ADDRESS=", 23) == 0)
+      printf("scheduler: %s\n", *e + 23);
+  printf("client files: %s\n", lc_cluster_client_dir(cluster));
   for (size_t i = 0; i < lc_cluster_worker_count(cluster); i++) {
     const lc_worker_info *w = lc_cluster_worker(cluster, i);
     printf("worker %d: on %s, port %d (nanny %d)\n", w->index, w->host, w->port, w->aux_port);
@@ -131,21 +141,21 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   /* 5. A tiny computation through a Dask client on this machine, run with the library too (a
-   *    local runtime; its output comes back line by line). */
+   *    local runtime; its output comes back line by line). The cluster's client env is the
+   *    client's environment: Client() with no address and no security finds both there. */
   {
-    char cmd[2048];
+    const char *cmd = "exec python3 -c '\n"
+                      "import socket, distributed\n"
+                      "client = distributed.Client(timeout=60)\n"
+                      "print(\"client connected to\", client.scheduler.address)\n"
+                      "squares = client.map(lambda x: x * x, range(10))\n"
+                      "print(\"sum of squares 0..9:\", client.submit(sum, squares).result())\n"
+                      "hosts = sorted(set(client.run(socket.gethostname).values()))\n"
+                      "print(\"workers run on:\", \" \".join(hosts))\n"
+                      "client.close()'";
     lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
     lc_exec_result res;
-    snprintf(cmd, sizeof(cmd),
-             "exec python3 -c '\n"
-             "import socket, distributed\n"
-             "client = distributed.Client(\"tcp://127.0.0.1:%d\", timeout=60)\n"
-             "squares = client.map(lambda x: x * x, range(10))\n"
-             "print(\"sum of squares 0..9:\", client.submit(sum, squares).result())\n"
-             "hosts = sorted(set(client.run(socket.gethostname).values()))\n"
-             "print(\"workers run on:\", \" \".join(hosts))\n"
-             "client.close()'",
-             lc_cluster_master_port(cluster));
+    eo.env = lc_cluster_client_env(cluster);
     eo.on_line = print_line;
     eo.timeout_ms = 120000;
     if ((r = lc_runtime_new_local(&here, engine, NULL)) < 0 ||

@@ -311,10 +311,11 @@ typedef struct lc_cluster_options {
    * of mutual TLS), so that any user of any host who reaches a port of the cluster can use it.
    * The cluster still makes its secret. Types read it with lc_cluster_is_insecure. */
   int insecure;
-  /** A directory on this machine, the caller's and mode 0700, where the type writes what a
-   * client of the cluster on this machine needs (Dask: the CA, the client's certificate and key,
-   * 0600), named by lc_cluster_client_env; NULL: the type writes none (and a type that needs
-   * them fails its start, saying so). Copied. */
+  /** A directory on this machine, the caller's and mode 0700 (lc_cluster_new refuses another),
+   * where the type writes what a client of the cluster on this machine needs (Dask: the CA, the
+   * client's certificate and key, 0600), named by lc_cluster_client_env; the caller removes it.
+   * NULL: the cluster makes a private one (0700, under $XDG_RUNTIME_DIR, else $TMPDIR, else
+   * /tmp) and removes it, with the files in it, at lc_cluster_free. Copied. */
   const char *client_dir;
 } lc_cluster_options;
 
@@ -345,8 +346,10 @@ LC_EXTERN void lc_cluster_options_init(lc_cluster_options *opts);
 
 /**
  * A cluster over group (borrowed: free the cluster first) with the two launchers (borrowed
- * until the cluster is freed). Starts nothing. Returns 0, -EINVAL (a launcher without command,
- * bad port ranges: the detail quotes them), -ENOMEM.
+ * until the cluster is freed). Starts nothing but the client directory (options' client_dir).
+ * Returns 0, -EINVAL (a launcher without command, bad port ranges: the detail quotes them),
+ * -EPERM (a client_dir not this user's or open to others: the detail names it and its mode),
+ * -ENOMEM.
  */
 LC_EXTERN int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master,
                              lc_worker_launcher *worker, const lc_cluster_options *opts);
@@ -535,13 +538,15 @@ LC_EXTERN const char *lc_cluster_secret(const lc_cluster *c);
 /** Non-zero when lc_cluster_options.insecure was set. */
 LC_EXTERN int lc_cluster_is_insecure(const lc_cluster *c);
 
-/** lc_cluster_options.client_dir, or NULL. Borrowed. */
+/** The client directory: lc_cluster_options.client_dir, or the private one the cluster made.
+ * Borrowed: lives as long as the cluster. Never NULL for a cluster. */
 LC_EXTERN const char *lc_cluster_client_dir(const lc_cluster *c);
 
 /**
  * For a type: sets (or, with value NULL, removes) one variable of what a client on this machine
  * needs to reach the cluster (DASK_SCHEDULER_ADDRESS, the paths of TLS files). Both are copied.
- * Returns 0, -EINVAL (a bad name), -ENOMEM.
+ * Any thread; a type sets them from its methods. Returns 0, -EINVAL (a bad name: letters,
+ * digits and '_', not starting with a digit), -ENOMEM.
  */
 LC_EXTERN int lc_cluster_set_client_env(lc_cluster *c, const char *name, const char *value);
 

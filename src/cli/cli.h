@@ -92,6 +92,9 @@ const char *cli_hostopts_help(void);
  * under its name (the name is claimed first), hold it (serve its control socket, repair it, end it
  * on a signal, a stop request, its ttl or its failure), tear it down.
  */
+/* The client env's entries a cluster may hand its clients (the dask type sets 5). */
+#define CLI_ENV_MAX 30
+
 typedef struct cli_launch {
   const char *cmd; /* "start" or "run", for messages */
   /* the options */
@@ -113,8 +116,10 @@ typedef struct cli_launch {
   lc_discovery *d;
   lc_cluster *c;
   lc_control *ctl;
-  char *env[8]; /* "NAME=VALUE" for clients besides the master's address, NULL-terminated */
-  char *why;    /* why the cluster ended, when not by a stop (NAME/ended) */
+  char *env[CLI_ENV_MAX + 2]; /* "NAME=VALUE" for clients besides the master's address:
+                                LAZYCLUSTER_NAME and the cluster's client env; NULL-terminated */
+  char *client_dir; /* NAME/client: the client's files (Dask's TLS files), 0700; goes at down */
+  char *why;        /* why the cluster ended, when not by a stop (NAME/ended) */
   int sigfd;
   /* progress */
   int master_up, master_down, ready;

@@ -16,8 +16,9 @@
 static int usage(void) {
   printf("usage: " CLI_NAME " run --workers N [start options] -- DRIVER [ARGS...]\n"
          "Starts a cluster, runs DRIVER on this machine with LAZYCLUSTER_MASTER_ADDR,\n"
-         "LAZYCLUSTER_MASTER_PORT, LAZYCLUSTER_NAME (and for --type dask\n"
-         "DASK_SCHEDULER_ADDRESS) in its environment and the terminal as its stdin, stdout and\n"
+         "LAZYCLUSTER_MASTER_PORT, LAZYCLUSTER_NAME and what `" CLI_NAME " env` prints (for\n"
+         "--type dask: DASK_SCHEDULER_ADDRESS and the TLS config keys, so that a plain\n"
+         "Client() connects) in its environment and the terminal as its stdin, stdout and\n"
          "stderr, stops the cluster when it ends and exits with its status (128+N when signal\n"
          "N ended it). Ctrl-C stops both. The cluster has a name as with start, so status,\n"
          "logs and stop work on it meanwhile.\n\n"

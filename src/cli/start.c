@@ -13,6 +13,7 @@
  */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -192,7 +193,11 @@ void cli_start_help(FILE *f) {
       "  --ttl DURATION          stop the cluster by itself after DURATION: 20s, 90m, 2h, 1d\n"
       "                          (default: no limit)\n"
       "  --debug                 show every process's output, tagged [host worker-N] (it is\n"
-      "                          in the logs in any case: " CLI_NAME " logs NAME)\n" CLI_PEERS_HELP
+      "                          in the logs in any case: " CLI_NAME " logs NAME)\n"
+      "  --insecure              let the type leave its own connections unauthenticated\n"
+      "                          (dask: plain tcp:// instead of mutual TLS with the cluster's\n"
+      "                          own CA): then any user who can reach the scheduler's port on\n"
+      "                          any host runs code as you. Default: secure\n" CLI_PEERS_HELP
       "%s\n"
       "Start limits when none is given, per type:\n"
       "  command                 %s\n"
@@ -277,6 +282,10 @@ int cli_start_parse(cli_launch *s, int argc, char **argv) {
     }
     if (strcmp(a, "--detach") == 0 && strcmp(cmd, "start") == 0) {
       s->detach = 1;
+      continue;
+    }
+    if (strcmp(a, "--insecure") == 0) {
+      s->co.insecure = 1;
       continue;
     }
     if (strcmp(a, "--fixed-master-port") == 0) {
@@ -420,19 +429,50 @@ static int make_type(cli_launch *s) {
   return CLI_EXIT_OK;
 }
 
+/* Removes the client directory and the plain files in it (no symlink is followed). */
+static void remove_client_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+  struct dirent *de;
+  if (d == NULL && fd >= 0)
+    close(fd);
+  while (d != NULL && (de = readdir(d)) != NULL)
+    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+      unlinkat(dirfd(d), de->d_name, 0);
+  if (d != NULL)
+    closedir(d);
+  rmdir(dir);
+}
+
 /* What a client of the cluster needs besides LAZYCLUSTER_MASTER_ADDR and _PORT (those the control
- * socket's env gives by itself): the name, and for Dask the scheduler's address. */
+ * socket's env gives by itself): the name, and what the cluster's type set for its clients
+ * (Dask: the scheduler's address and the client's TLS files). */
 static int make_env(cli_launch *s) {
+  const char *const *more = lc_cluster_client_env(s->c);
   size_t n = 0;
-  s->env[n++] = lc__cli_sprintf("LAZYCLUSTER_NAME=%s", lc_control_name(s->ctl));
-  if (strcmp(s->type->name, "dask") == 0)
-    s->env[n++] =
-        lc__cli_sprintf("DASK_SCHEDULER_ADDRESS=tcp://127.0.0.1:%d", lc_cluster_master_port(s->c));
-  s->env[n] = NULL;
-  for (size_t i = 0; i < n; i++)
-    if (s->env[i] == NULL)
+  if ((s->env[n++] = lc__cli_sprintf("LAZYCLUSTER_NAME=%s", lc_control_name(s->ctl))) == NULL)
+    return -ENOMEM;
+  for (; *more != NULL; more++) {
+    if (n >= CLI_ENV_MAX)
+      return lc_error_set(-E2BIG, "the cluster's type set more than %d client variables",
+                          CLI_ENV_MAX);
+    if ((s->env[n++] = lc__cli_sprintf("%s", *more)) == NULL)
       return -ENOMEM;
+  }
+  s->env[n] = NULL;
   return lc_control_set_env(s->ctl, (const char *const *)s->env);
+}
+
+/* The directory of the client's files: NAME/client, 0700 (in NAME/, which is 0700 too). A
+ * stale one (a supervisor killed before it cleaned up) is emptied first. */
+static int make_client_dir(cli_launch *s) {
+  if ((s->client_dir = lc__cli_sprintf("%s/client", lc_control_dir(s->ctl))) == NULL)
+    return -ENOMEM;
+  remove_client_dir(s->client_dir);
+  if (mkdir(s->client_dir, 0700) < 0 || chmod(s->client_dir, 0700) < 0)
+    return lc_error_set(-errno, "cannot make %s: %s", s->client_dir, strerror(errno));
+  s->co.client_dir = s->client_dir;
+  return 0;
 }
 
 /* The supervisor's stdout and stderr from now on: NAME/supervisor.log, with what it wrote while
@@ -588,6 +628,17 @@ static int detach(cli_launch *s) {
   return CLI_EXIT_FAIL;
 }
 
+/* What --insecure means, said at every start that asks for it (a detached one: before it
+ * detaches, where the user sees it). */
+static void insecure_warning(const cli_launch *s) {
+  int dask = strcmp(s->type_name, "dask") == 0;
+  if (s->co.insecure)
+    fprintf(stderr,
+            "warning: --insecure: the cluster's own connections are not authenticated%s: any "
+            "user who can reach the %s's port on any host runs code as you\n",
+            dask ? " (Dask over plain tcp://, no TLS)" : "", dask ? "scheduler" : "master");
+}
+
 int cli_start_up(cli_launch *s) {
   lc_control_options o = LC_CONTROL_OPTIONS_INIT;
   sigset_t sigs;
@@ -644,6 +695,10 @@ int cli_start_up(cli_launch *s) {
     if (ready == 0)
       return cli_fail(s->cmd, LC_ECLOSED, "no host is reachable");
   }
+  if (!s->supervised)
+    insecure_warning(s);
+  if ((r = make_client_dir(s)) < 0)
+    return cli_fail(s->cmd, r, "cannot make the directory of the client's files");
   s->co.on_output = output_line; /* into the logs always; on stderr with --debug */
   s->co.master_timeout_option = "--master-timeout S";
   s->co.worker_timeout_option = "--timeout S";
@@ -786,6 +841,9 @@ void cli_start_down(cli_launch *s) {
   lc_engine_free(s->engine);
   if (s->type != NULL && s->type->release != NULL && (s->ml != NULL || s->wl != NULL))
     s->type->release(s->ml, s->wl);
+  if (s->client_dir != NULL) /* the client's keys go with the cluster, however it ended */
+    remove_client_dir(s->client_dir);
+  free(s->client_dir);
   lc_control_free(s->ctl, s->why); /* answers a stop request: now nothing is left */
   s->ctl = NULL;
   if (s->report_fd >= 0)
@@ -809,6 +867,7 @@ int cli_start(int argc, char **argv) {
   if ((r = cli_start_parse(&s, argc, argv)) >= 0)
     return r == CLI_START_HELP ? usage() : r;
   if (s.detach) {
+    insecure_warning(&s);
     if ((r = detach(&s)) >= 0)
       return r;
     s.supervised = 1;

@@ -37,8 +37,10 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   c->group = group;
   c->m = master;
   c->w = worker;
-  if (opts != NULL && opts->version >= 5)
+  if (opts != NULL && opts->version >= 6)
     c->opts = *opts;
+  else if (opts != NULL && opts->version == 5) /* version 5 ends with ttl_ms */
+    memcpy(&c->opts, opts, offsetof(lc_cluster_options, insecure));
   else if (opts != NULL && opts->version == 4) /* version 4 ends with exclude_master_host */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, restart));
   else if (opts != NULL && opts->version == 3) /* version 3 ends with worker_timeout_option */
@@ -131,6 +133,8 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     c->env[++c->nenv] = NULL;
   }
   c->opts.env = NULL;
+  if (r == 0)
+    r = lc__client_init(c);
 out:
   if (r < 0) {
     lc_cluster_free(c);
@@ -175,6 +179,7 @@ void lc_cluster_free(lc_cluster *c) {
   free(c->master_timeout_opt);
   free(c->worker_timeout_opt);
   lc__buf_free(&c->log);
+  lc__client_free(c);
   pthread_mutex_destroy(&c->mu);
   pthread_cond_destroy(&c->cv);
   free(c);

@@ -113,6 +113,13 @@ struct lc_cluster {
   int expired;      /* the EXPIRED event went out */
   lc__host *hosts;  /* hosts.c: what the cluster knows of each group runtime */
   size_t nhosts;
+  /* client.c: what a client on this machine needs */
+  char *client_dir;          /* opts.client_dir copied, or the cluster's own (client_dir_own) */
+  int client_dir_own;        /* made by the cluster: removed with its files at lc_cluster_free */
+  char **client_env;         /* client_mu: "NAME=VALUE", NULL-terminated (NULL while empty) */
+  size_t nclient_env;        /* client_mu */
+  pthread_mutex_t client_mu; /* any thread sets and reads the client env */
+  int client_mu_ready;
 };
 
 /* Every group runtime's listening ports, one listing each and all at once. */
@@ -292,6 +299,14 @@ int lc__hosts_tick(lc_cluster *c);
 int lc__hosts_took(lc_cluster *c, lc__worker *w);
 /* Frees what hosts.c keeps (lc_cluster_free). */
 void lc__hosts_free(lc_cluster *c);
+
+/* ---- client.c ---- */
+/* The client directory (opts.client_dir checked and copied, or a private one made) and the
+ * client env's lock. Returns 0, -EPERM (a client_dir open to others or not ours), -ENOENT,
+ * -ENOMEM, mkdtemp's error. */
+int lc__client_init(lc_cluster *c);
+/* Removes the cluster's own client directory with its files; frees the client env. */
+void lc__client_free(lc_cluster *c);
 
 /* ---- readiness.c ---- */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);

@@ -3,8 +3,10 @@
 # N Dask workers (one per test host, N = 16) are registered with the scheduler, for
 #
 #   ours        lazyclusterctl start --type dask --workers N --hosts lab0,...  (scheduler here,
-#               workers on the hosts, everything through SSH tunnels), from its launch until it
-#               prints "ready:" (the scheduler logged the N-th "Register worker")
+#               workers on the hosts, everything through SSH tunnels, mutual TLS with the
+#               cluster's own CA), from its launch until it prints "ready:" (the scheduler logged
+#               the N-th "Register worker")
+#   insecure    the same with --insecure (plain tcp://): what TLS costs a start
 #   sshcluster  Dask's own distributed.deploy.ssh.SSHCluster on the same hosts (asyncssh, scheduler
 #               on lab0, workers reach it over the hosts' network), from SSHCluster(...) until a
 #               client's wait_for_workers(N) returns (the Python imports are done before the clock
@@ -106,17 +108,17 @@ wait_clean() {
   echo "warning: $left Dask processes still there after 60 s" >&2
 }
 
-run_ours() { # -> "SECONDS REGISTERED"
-  local t0 t1 pid line port g
+run_ours() { # [--insecure] -> "SECONDS REGISTERED"
+  local t0 t1 pid line name g
   t0=$(now)
   exec 3< <(exec "$ctl" start --type dask --workers "$n" --hosts "$hostlist" -F "$cfg" \
-    --master-port 62600 --ports 62601-62799 \
+    --master-port 62600 --ports 62601-62799 "$@" \
     2>"$tmp/ours.err")
   pid=$!
-  t1="" port=""
+  t1="" name=""
   while IFS= read -r -u 3 line; do
     case $line in
-      master*) port=${line#*localhost:}; port=${port%% *} ;;
+      name*) name=${line#name}; name=${name// /} ;;
       ready:*) t1=$(now); break ;;
     esac
   done
@@ -125,7 +127,8 @@ run_ours() { # -> "SECONDS REGISTERED"
     exec 3<&-
     return 1
   fi
-  g=$(registered_at "tcp://127.0.0.1:$port" "$t0")
+  # the client as a user's: the cluster's address (tls:// unless --insecure) and TLS files
+  g=$(eval "$("$ctl" env "$name")" && registered_at "$DASK_SCHEDULER_ADDRESS" "$t0")
   kill -INT "$pid"
   cat <&3 >/dev/null # until it exits (it closes stdout)
   exec 3<&-
@@ -155,6 +158,8 @@ print("%.2f %s" % (t1 - t0, "%.2f" % (ts[n - 1] - w0) if len(ts) >= n else "-"),
 client.close()
 cluster.close()
 EOF
+run_insecure() { run_ours --insecure; }
+
 run_sshcluster() {
   timeout 300 "$py" -W ignore "$tmp/sshcluster.py" "$dir" "$n" 2>"$tmp/ssh.err" ||
     { echo "sshcluster failed:" >&2; tail -20 "$tmp/ssh.err" >&2; return 1; }
@@ -190,14 +195,14 @@ run_floor() {
   awk -v a="$t0" -v b="$t1" -v g="$g" 'BEGIN { printf "%.2f %s\n", b - a, g }'
 }
 
-kinds=(ours sshcluster floor)
+kinds=(ours insecure sshcluster floor)
 declare -A res reg
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "# $n Dask workers on $n test hosts, $rounds rounds; load average at start: $load0" >&2
 printf '%-6s %-11s %9s %12s\n' round who seconds registered >&2
 for r in $(seq 1 "$rounds"); do
-  for k in 0 1 2; do
-    who=${kinds[$(((k + r - 1) % 3))]}
+  for k in 0 1 2 3; do
+    who=${kinds[$(((k + r - 1) % 4))]}
     wait_clean
     out=$(run_$who) || out="- -"
     read -r s g <<<"$out"
@@ -218,14 +223,13 @@ stats() { # numbers... -> "median min max" (ignores "-")
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.2f\n", a / b }'; }
 # shellcheck disable=SC2086
 {
-  read -r gm[0] gmin[0] gmax[0] <<<"$(stats ${reg[ours]})"
-  read -r gm[1] gmin[1] gmax[1] <<<"$(stats ${reg[sshcluster]})"
-  read -r gm[2] gmin[2] gmax[2] <<<"$(stats ${reg[floor]})"
-  read -r rd[0] rdmin[0] rdmax[0] <<<"$(stats ${res[ours]})"
-  read -r rd[1] rdmin[1] rdmax[1] <<<"$(stats ${res[sshcluster]})"
-  read -r rd[2] rdmin[2] rdmax[2] <<<"$(stats ${res[floor]})"
+  for k in 0 1 2 3; do
+    read -r "gm[$k]" "gmin[$k]" "gmax[$k]" <<<"$(stats ${reg[${kinds[$k]}]})"
+    read -r "rd[$k]" "rdmin[$k]" "rdmax[$k]" <<<"$(stats ${res[${kinds[$k]}]})"
+  done
 }
-label=("ours: \`lazyclusterctl start --type dask --workers $n\` (ready: its \"ready:\" line)"
+label=("ours: \`lazyclusterctl start --type dask --workers $n\`, mutual TLS (ready: its \"ready:\" line)"
+       "ours with \`--insecure\` (plain tcp://)"
        "Dask's \`SSHCluster\`, asyncssh (ready: \`SSHCluster()\` and \`wait_for_workers($n)\` returned)"
        "floor: the same processes here, no SSH (ready: a client started once the scheduler listens sees $n)")
 
@@ -237,7 +241,7 @@ cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
   echo "with the scheduler (\`tests/bench/cluster_start_dask.sh\`, workload 1 of"
   echo "\`tests/bench/cluster_start\`). *Registered*: the scheduler's own \"add-worker\" event of the"
   echo "${n}th worker (its clock is this machine's); *ready*: when the tool itself reports that all"
-  echo "are there. The three alternate within each of $rounds rounds; medians (min-max), seconds."
+  echo "are there. The four alternate within each of $rounds rounds; medians (min-max), seconds."
   echo
   echo "- Machine: $(nproc) CPUs, $cpu, Linux $(uname -r); $(date -u '+%Y-%m-%d %H:%M UTC')."
   echo "- Load average (other work on the machine): $load0 at the start, $load1 at the end."
@@ -246,12 +250,13 @@ cpu=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
   echo
   echo "| | all $n registered | vs floor | ready | vs floor |"
   echo "|---|---|---|---|---|"
-  for k in 0 1 2; do
-    echo "| ${label[$k]} | ${gm[$k]} (${gmin[$k]}-${gmax[$k]}) | $(ratio "${gm[$k]}" "${gm[2]}") |" \
-         "${rd[$k]} (${rdmin[$k]}-${rdmax[$k]}) | $(ratio "${rd[$k]}" "${rd[2]}") |"
+  for k in 0 1 2 3; do
+    echo "| ${label[$k]} | ${gm[$k]} (${gmin[$k]}-${gmax[$k]}) | $(ratio "${gm[$k]}" "${gm[3]}") |" \
+         "${rd[$k]} (${rdmin[$k]}-${rdmax[$k]}) | $(ratio "${rd[$k]}" "${rd[3]}") |"
   done
   echo
   echo "Runs, registered / ready (s): ours: $(paste -d/ <(tr ' ' '\n' <<<"${reg[ours]}") <(tr ' ' '\n' <<<"${res[ours]}") | grep -v '^/$' | tr '\n' ' ')"
+  echo "insecure: $(paste -d/ <(tr ' ' '\n' <<<"${reg[insecure]}") <(tr ' ' '\n' <<<"${res[insecure]}") | grep -v '^/$' | tr '\n' ' ')"
   echo "SSHCluster: $(paste -d/ <(tr ' ' '\n' <<<"${reg[sshcluster]}") <(tr ' ' '\n' <<<"${res[sshcluster]}") | grep -v '^/$' | tr '\n' ' ')"
   echo "floor: $(paste -d/ <(tr ' ' '\n' <<<"${reg[floor]}") <(tr ' ' '\n' <<<"${res[floor]}") | grep -v '^/$' | tr '\n' ' ')"
 } >"$tmp/md"

@@ -400,7 +400,17 @@ client='from dask.distributed import Client; c = Client(timeout=30); print("work
 "$ctl" start --detach --name d --type dask --workers 2 >"$tmp/d.out" 2>"$tmp/d.err"; rc=$?
 check "start --detach --type dask exits 0" [ "$rc" -eq 0 ] || show err "$tmp/d.err"
 "$ctl" env d >"$tmp/d.env" 2>&1
-check "env d has DASK_SCHEDULER_ADDRESS" grep -q "^export DASK_SCHEDULER_ADDRESS='\?tcp://127.0.0.1:[0-9]*'\?$" "$tmp/d.env"
+check "env d has DASK_SCHEDULER_ADDRESS, tls://" grep -q "^export DASK_SCHEDULER_ADDRESS='\?tls://127.0.0.1:[0-9]*'\?$" "$tmp/d.env"
+# NAME=VALUE among the export lines of env d (the value shell-quoted or not)
+envhas() { grep -qxF "export $1='$2'" "$tmp/d.env" || grep -qxF "export $1=$2" "$tmp/d.env"; }
+check "env d has the client's TLS files, in d's state entry, and requires encryption" \
+  all "envhas DASK_DISTRIBUTED__COMM__TLS__CA_FILE '$state/d/client/dask-ca.pem'" \
+  "envhas DASK_DISTRIBUTED__COMM__TLS__CLIENT__CERT '$state/d/client/dask-client.pem'" \
+  "envhas DASK_DISTRIBUTED__COMM__TLS__CLIENT__KEY '$state/d/client/dask-client-key.pem'" \
+  "envhas DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION True" || show env "$tmp/d.env"
+check "d's client files are 0600 in a 0700 directory" \
+  all '[ "$(stat -c %a "$state/d/client")" = 700 ]' \
+  '[ "$(stat -c %a "$state/d/client/dask-ca.pem" "$state/d/client/dask-client.pem" "$state/d/client/dask-client-key.pem" | sort -u)" = 600 ]'
 (eval "$(cat "$tmp/d.env")"; timeout 60 "$dask_py" -c "$client") >"$tmp/o" 2>&1
 check "after eval of env d, Client() sees the 2 workers" grep -qx "workers 2" "$tmp/o" || show out "$tmp/o"
 "$ctl" stop d >/dev/null 2>&1; rc=$?

@@ -32,7 +32,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -58,7 +60,10 @@ static const lc_cluster_type *dask;
 static lc_master_launcher *dask_master;
 static lc_worker_launcher *dask_worker;
 static char python[4096] = "python3"; /* the interpreter Dask is installed for */
-static char client_py[4096];          /* the client script, written at start */
+/* sh text run before a client: what points it at the cluster (the cluster's client env, or
+ * `eval "$(lazyclusterctl env NAME)"`): TLS files and the scheduler's tls:// address */
+static char client_setup[16384];
+static char client_py[4096]; /* the client script, written at start */
 static char hostname_here[256];
 
 static uint64_t now_ms(void) {
@@ -84,9 +89,12 @@ static void pause_ms(int ms) {
  *   squares S                  a map over 1000 numbers, then a sum on one worker
  */
 static const char client_source[] =
-    "import socket, sys, distributed\n"
+    "import os, socket, sys, distributed\n"
     "port, n = int(sys.argv[1]), int(sys.argv[2])\n"
-    "c = distributed.Client('tcp://127.0.0.1:%d' % port, timeout=60)\n"
+    "addr = os.environ.get('DASK_SCHEDULER_ADDRESS', 'tcp://127.0.0.1:%d' % port)\n"
+    "assert addr.endswith(':%d' % port), addr\n"
+    "print('address', addr, flush=True)\n"
+    "c = distributed.Client(addr, timeout=60)\n"
     "c.wait_for_workers(n, timeout=60)\n"
     "ws = sorted(c.scheduler_info()['workers'])\n"
     "print('workers', len(ws), flush=True)\n"
@@ -115,16 +123,39 @@ typedef struct client_out {
   int nhosts;
   int port[64];
   char host[64][64];
+  char scheme[16]; /* of the address it used: "tls" or "tcp" */
   char text[16384];
 } client_out;
 
+/* The client setup from a cluster of the library: its client env, exported. */
+static void client_setup_from(lc_cluster *c) {
+  size_t used = 0;
+  client_setup[0] = '\0';
+  for (const char *const *e = lc_cluster_client_env(c); *e != NULL; e++) {
+    const char *eq = strchr(*e, '=');
+    char *q = NULL;
+    if (eq == NULL || lc_shell_quote(&q, eq + 1) < 0)
+      continue;
+    used += (size_t)snprintf(client_setup + used, sizeof(client_setup) - used, "export %.*s=%s; ",
+                             (int)(eq - *e), *e, q);
+    lc_free(q);
+  }
+}
+
+/* The client setup of a cluster of the CLI: what a user does. */
+static void client_setup_cli(const char *name) {
+  snprintf(client_setup, sizeof(client_setup), "eval \"$('%s' env '%s')\" &&", getenv("LC_CTL"),
+           name);
+}
+
 /* Runs the client against localhost:port expecting n workers; parses what it printed. */
 static void run_client(client_out *o, int port, int n) {
-  char cmd[8192], line[1024];
+  char cmd[24576], line[1024];
   FILE *p;
   size_t used = 0;
   memset(o, 0, sizeof(*o));
-  snprintf(cmd, sizeof(cmd), "timeout 300 %s %s %d %d 2>&1", python, client_py, port, n);
+  snprintf(cmd, sizeof(cmd), "%s timeout 300 %s %s %d %d 2>&1", client_setup, python, client_py,
+           port, n);
   if ((p = popen(cmd, "r")) == NULL) {
     o->status = -1;
     return;
@@ -136,6 +167,8 @@ static void run_client(client_out *o, int port, int n) {
       memcpy(o->text + used, line, strlen(line) + 1);
       used += strlen(line);
     }
+    if (sscanf(line, "address %15[a-z]:", o->scheme) == 1)
+      continue;
     if (sscanf(line, "workers %d", &o->workers) == 1 || sscanf(line, "sum %lld", &o->sum) == 1 ||
         sscanf(line, "squares %lld", &o->squares) == 1 ||
         sscanf(line, "fetched_from %d", &o->fetched_from) == 1)
@@ -542,12 +575,16 @@ static void test_dask_programs(void) {
                        .workdir = "/tmp",
                        .aux_port = 62152};
   char *mcmd = NULL, *wcmd = NULL, old_bin[4200], new_bin[4200], got[4096];
+  /* insecure: the spelling of the commands alone (with TLS the master's command writes its
+   * files on the master's host, which a cluster that never started has not got) */
+  lc_cluster_options co = LC_CLUSTER_OPTIONS_INIT;
+  co.insecure = 1;
   LC_REQUIRE(t != NULL);
   LC_REQUIRE_OK(t->make(&m, &w, NULL));
   LC_CHECK(m->version == LC_MASTER_LAUNCHER_VERSION && w->version == LC_WORKER_LAUNCHER_VERSION);
   LC_CHECK(m->timeout_ms == 30000 && w->timeout_ms == 60000);
   LC_CHECK_STR(m->type_name, "dask");
-  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, NULL));
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &co));
   LC_REQUIRE_OK(m->command(m, c, 62150, &mcmd));
   LC_REQUIRE_OK(w->command(w, c, &wi, &wcmd));
   snprintf(old_bin, sizeof(old_bin), "%s/dask-old-bin", th_dir());
@@ -581,6 +618,72 @@ static void test_dask_programs(void) {
   t->release(m, w);
 }
 
+/* ---- what `ps` shows during a start ---------------------------------------------------------- */
+
+/* Every distinct command line seen on this machine while the watch ran (the test hosts share
+ * its process table: they are network, mount and UTS namespaces), for the checks that no key or
+ * certificate ever stood in one. */
+static struct {
+  pthread_t thread;
+  volatile int stop;
+  char *seen; /* "cmdline\n" each */
+  size_t used, cap;
+  long scans;
+} ps_watch;
+
+static void *ps_watch_run(void *arg) {
+  (void)arg;
+  while (!ps_watch.stop) {
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+      char path[300], line[8192];
+      size_t n = 0;
+      FILE *f;
+      if (e->d_name[0] < '0' || e->d_name[0] > '9')
+        continue;
+      snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+      if ((f = fopen(path, "r")) == NULL)
+        continue;
+      n = fread(line, 1, sizeof(line) - 2, f);
+      fclose(f);
+      for (size_t i = 0; i < n; i++)
+        if (line[i] == '\0' || line[i] == '\n')
+          line[i] = ' ';
+      line[n] = '\n';
+      line[n + 1] = '\0';
+      if (n == 0 || (ps_watch.seen != NULL && strstr(ps_watch.seen, line) != NULL))
+        continue;
+      if (ps_watch.used + n + 2 > ps_watch.cap) {
+        char *more = realloc(ps_watch.seen, ps_watch.cap = ps_watch.cap * 2 + n + 65536);
+        if (more == NULL)
+          break;
+        ps_watch.seen = more;
+      }
+      memcpy(ps_watch.seen + ps_watch.used, line, n + 2);
+      ps_watch.used += n + 1;
+    }
+    if (d != NULL)
+      closedir(d);
+    ps_watch.scans++;
+    pause_ms(5);
+  }
+  return NULL;
+}
+
+static void ps_watch_begin(void) {
+  ps_watch.stop = 0;
+  if (pthread_create(&ps_watch.thread, NULL, ps_watch_run, NULL) != 0)
+    fprintf(stderr, "  cannot watch the command lines\n");
+}
+
+static void ps_watch_end(void) {
+  ps_watch.stop = 1;
+  pthread_join(ps_watch.thread, NULL);
+  fprintf(stderr, "  %ld looks at every command line during the start, %zu bytes of them\n",
+          ps_watch.scans, ps_watch.used);
+}
+
 /* ---- the library path ----------------------------------------------------------------------- */
 
 static void test_library_cluster(void) {
@@ -612,7 +715,9 @@ static void test_library_cluster(void) {
   /* no start limits: the dask type's own must do for 8 workers on a loaded 2-core machine */
   LC_REQUIRE_OK(lc_cluster_new(&cluster, group, dask_master, dask_worker, &co));
   t0 = now_ms();
+  ps_watch_begin(); /* every command line on this machine and the hosts during the start */
   r = lc_cluster_start(cluster, WORKERS);
+  ps_watch_end();
   if (r < 0)
     fprintf(stderr, "  start failed: %s\n  log:\n%s\n", lc_error_last(), lc_cluster_log(cluster));
   LC_REQUIRE_OK(r);
@@ -639,11 +744,13 @@ static void test_library_cluster(void) {
   for (int h = 0; h < HOSTS; h++)
     LC_CHECK(per_host[h] == WORKERS / HOSTS); /* round-robin: 2 a host */
 
-  /* the client, here, through the tunnels */
+  /* the client, here, through the tunnels, with the cluster's client env (TLS) */
+  client_setup_from(cluster);
   t0 = now_ms();
   run_client(&out, lc_cluster_master_port(cluster), WORKERS);
   fprintf(stderr, "  client run took %.1f s\n", (double)(now_ms() - t0) / 1000.0);
   check_client(&out, WORKERS);
+  LC_CHECK_STR(out.scheme, "tls");
   /* every worker ran the function on the host the library put it on */
   for (size_t i = 0; i < WORKERS; i++) {
     const lc_worker_info *w = lc_cluster_worker(cluster, i);
@@ -684,9 +791,259 @@ static void test_listens_on_localhost_only(void) {
   LC_CHECK(n == 0);
 }
 
+/* ---- TLS: the files, what `ps` showed, and strangers ------------------------------------ */
+
+/* The path on this machine of path on host i (its /root is DIR/hosts/I/home here). */
+static void host_path(char *out, size_t size, int i, const char *path) {
+  if (strncmp(path, "/root/", 6) == 0)
+    snprintf(out, size, "%s/hosts/%d/home/%s", th_dir(), i, path + 6);
+  else
+    snprintf(out, size, "%s", path);
+}
+
+/* The first base64 line of a PEM file (what would show if it were in a command line), or "". */
+static void pem_body_line(const char *path, char *out, size_t size) {
+  char line[256];
+  FILE *f = fopen(path, "r");
+  out[0] = '\0';
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, "-----", 5) != 0) {
+      line[strcspn(line, "\n")] = '\0';
+      snprintf(out, size, "%s", line);
+      break;
+    }
+  if (f != NULL)
+    fclose(f);
+}
+
+/* The files matching pattern (glob) are n, each a regular file of mode 0600 whose text never
+ * stood in a command line seen during the start nor in the cluster's log. */
+static void check_tls_files(const char *where, const char *pattern, size_t n) {
+  glob_t g;
+  memset(&g, 0, sizeof(g));
+  glob(pattern, 0, NULL, &g);
+  if (g.gl_pathc != n)
+    fprintf(stderr, "  %s: %zu files match %s, want %zu\n", where, (size_t)g.gl_pathc, pattern, n);
+  LC_CHECK(g.gl_pathc == n);
+  for (size_t k = 0; k < g.gl_pathc; k++) {
+    struct stat st;
+    char body[128];
+    LC_CHECK(lstat(g.gl_pathv[k], &st) == 0 && S_ISREG(st.st_mode));
+    if ((st.st_mode & 0777) != 0600)
+      fprintf(stderr, "  %s: %s has mode %03o\n", where, g.gl_pathv[k], st.st_mode & 0777);
+    LC_CHECK((st.st_mode & 0777) == 0600);
+    pem_body_line(g.gl_pathv[k], body, sizeof(body));
+    LC_CHECK(strlen(body) >= 60);
+    LC_CHECK(ps_watch.seen == NULL || strstr(ps_watch.seen, body) == NULL);
+    LC_CHECK(strstr(lc_cluster_log(cluster), body) == NULL);
+  }
+  globfree(&g);
+}
+
+/*
+ * The TLS files: on every worker host the CA and the workers' certificate and key, on the
+ * master's host the scheduler's, here the client's in a 0700 client directory; all 0600. None of
+ * them, and no PEM at all, appeared in a command line on any host or here during the start
+ * (looked at every few ms), nor in the cluster's log.
+ */
+static void test_tls_files_and_ps(void) {
+  char pattern[4400], local[4400];
+  const char *wd = NULL, *cdir;
+  struct stat st;
+  LC_REQUIRE(cluster != NULL);
+  for (int i = 0; i < HOSTS; i++) {
+    char where[16];
+    snprintf(where, sizeof(where), "lab%d", i);
+    LC_REQUIRE_OK(lc_runtime_workdir(&wd, lc_group_at(group, (size_t)i)));
+    host_path(local, sizeof(local), i, wd);
+    snprintf(pattern, sizeof(pattern), "%s/dask-*-*.pem", local);
+    check_tls_files(where, pattern, 3);
+    snprintf(pattern, sizeof(pattern), "%s/dask-*-worker-key.pem", local);
+    check_tls_files(where, pattern, 1);
+  }
+  LC_REQUIRE_OK(lc_runtime_workdir(&wd, lc_cluster_master_runtime(cluster)));
+  snprintf(pattern, sizeof(pattern), "%s/dask-*-scheduler-key.pem", wd);
+  check_tls_files("the master's host", pattern, 1);
+  snprintf(pattern, sizeof(pattern), "%s/dask-*.pem", wd);
+  check_tls_files("the master's host", pattern, 3);
+  cdir = lc_cluster_client_dir(cluster);
+  LC_REQUIRE(cdir != NULL && stat(cdir, &st) == 0);
+  LC_CHECK(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 && st.st_uid == geteuid());
+  snprintf(pattern, sizeof(pattern), "%s/dask-client-key.pem", cdir);
+  check_tls_files("the client directory", pattern, 1);
+  snprintf(pattern, sizeof(pattern), "%s/*", cdir);
+  check_tls_files("the client directory", pattern, 3);
+  /* the watch saw the Dask processes' command lines (so it looked while they started) */
+  LC_REQUIRE(ps_watch.seen != NULL);
+  LC_CHECK(strstr(ps_watch.seen, "--tls-key ") != NULL);
+  LC_CHECK(strstr(ps_watch.seen, "worker tls://127.0.0.1:") != NULL);
+  LC_CHECK(strstr(ps_watch.seen, "-----BEGIN") == NULL);
+  LC_CHECK(strstr(ps_watch.seen, "PRIVATE KEY") == NULL);
+  LC_CHECK(strstr(lc_cluster_log(cluster), "PRIVATE KEY") == NULL);
+}
+
+/*
+ * Connects to each port: "reachable P" when TCP connects; then, with TLS without a certificate
+ * and with the given one (glob patterns; "-": none), and not checking the server's (a stranger
+ * would not care): "nocert P accepted|refused", "withcert P accepted|refused". Accepted means the
+ * Dask server sent its first message, which it does only after a handshake it accepted. Then a
+ * Dask client over plain tcp:// to the first port: "dask-tcp P accepted|refused".
+ */
+static const char probe_source[] =
+    "import glob, os, socket, ssl, sys\n"
+    "cert, key, ports = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3:]]\n"
+    "if cert != '-':\n"
+    "    cert, key = glob.glob(cert)[0], glob.glob(key)[0]\n"
+    "def attempt(port, with_cert):\n"
+    "    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)\n"
+    "    ctx.check_hostname = False\n"
+    "    ctx.verify_mode = ssl.CERT_NONE\n"
+    "    if with_cert:\n"
+    "        ctx.load_cert_chain(cert, key)\n"
+    "    try:\n"
+    "        t = ctx.wrap_socket(socket.create_connection(('127.0.0.1', port), 10))\n"
+    "        t.settimeout(30)\n"
+    "        return 'accepted' if t.recv(4096) else 'refused (closed)'\n"
+    "    except Exception as e:\n"
+    "        return 'refused (%s: %s)' % (type(e).__name__, e)\n"
+    "for port in ports:\n"
+    "    socket.create_connection(('127.0.0.1', port), 10).close()\n"
+    "    print('reachable', port, flush=True)\n"
+    "    print('nocert', port, attempt(port, False), flush=True)\n"
+    "    if cert != '-':\n"
+    "        print('withcert', port, attempt(port, True), flush=True)\n"
+    "import distributed\n"
+    "try:\n"
+    "    distributed.Client('tcp://127.0.0.1:%d' % ports[0], timeout=10)\n"
+    "    print('dask-tcp', ports[0], 'accepted', flush=True)\n"
+    "except Exception as e:\n"
+    "    print('dask-tcp', ports[0], 'refused (%s)' % type(e).__name__, flush=True)\n";
+
+/* Runs the probe (as nobody when stranger) on host i (-1: here); its output into out. */
+static int run_probe(char *out, size_t size, int i, int stranger, const char *cert, const char *key,
+                     const char *script, const int *ports, size_t nports) {
+  char cmd[16384], where[4400] = "", who[128] = "";
+  size_t used = 0;
+  FILE *p;
+  if (i >= 0)
+    snprintf(where, sizeof(where), "%s exec %d --dir %s --", th_script(), i, th_dir());
+  if (stranger)
+    snprintf(who, sizeof(who), "setpriv --reuid=65534 --regid=65534 --clear-groups");
+  used = (size_t)snprintf(cmd, sizeof(cmd), "%s %s env HOME=/tmp %s %s '%s' '%s'", where, who,
+                          python, script, cert, key);
+  for (size_t k = 0; k < nports; k++)
+    used += (size_t)snprintf(cmd + used, sizeof(cmd) - used, " %d", ports[k]);
+  snprintf(cmd + used, sizeof(cmd) - used, " 2>&1");
+  out[0] = '\0';
+  if ((p = popen(cmd, "r")) == NULL)
+    return -1;
+  used = 0;
+  while (used + 1 < size && fgets(out + used, (int)(size - used), p) != NULL)
+    used += strlen(out + used);
+  return pclose(p);
+}
+
+/* Every port was reachable, and a handshake without a certificate refused at each; with the
+ * certificate: accepted when want_cert, else refused; plain tcp:// refused. */
+static void check_probe(const char *who, const char *out, const int *ports, size_t nports,
+                        int has_cert, int want_cert) {
+  char line[128];
+  int bad = 0;
+  for (size_t k = 0; k < nports; k++) {
+    snprintf(line, sizeof(line), "reachable %d\n", ports[k]);
+    bad |= strstr(out, line) == NULL;
+    snprintf(line, sizeof(line), "nocert %d refused", ports[k]);
+    bad |= strstr(out, line) == NULL;
+    if (has_cert) {
+      snprintf(line, sizeof(line), "withcert %d %s", ports[k], want_cert ? "accepted" : "refused");
+      bad |= strstr(out, line) == NULL;
+    }
+  }
+  snprintf(line, sizeof(line), "dask-tcp %d refused", ports[0]);
+  bad |= strstr(out, line) == NULL;
+  if (bad)
+    fprintf(stderr, "  %s: the probe said:\n%s\n", who, out);
+  LC_CHECK(!bad);
+}
+
+/*
+ * Another user (nobody) on a worker host and here reaches the scheduler's port and workers'
+ * ports (TCP connects: the tunnels are open to every local user), yet the scheduler and the
+ * workers refuse it: no certificate, a certificate of its own CA, plain tcp://. The owner, with
+ * the cluster's files, is accepted at the same ports, on that host and here.
+ */
+static void test_tls_refuses_strangers(void) {
+  char dir[] = "/var/tmp/lc_test_dask_XXXXXX", script[64], cert[64], key[64], out[16384];
+  char wcert[4400], wkey[4400], ccert[4400], ckey[4400];
+  lc_tls_ca *sca = NULL;
+  lc_tls_cert *sc = NULL;
+  const char *wd = NULL;
+  int on_lab1 = 0, on_lab0 = 0, ports[3], st;
+  FILE *f;
+  LC_REQUIRE(cluster != NULL);
+  for (size_t i = 0; i < lc_cluster_worker_count(cluster); i++) {
+    const lc_worker_info *w = lc_cluster_worker(cluster, i);
+    if (strcmp(w->host, "lab1") == 0 && on_lab1 == 0)
+      on_lab1 = w->port;
+    if (strcmp(w->host, "lab0") == 0 && on_lab0 == 0)
+      on_lab0 = w->port;
+  }
+  LC_REQUIRE(on_lab1 > 0 && on_lab0 > 0);
+  ports[0] = lc_cluster_master_port(cluster);
+  ports[1] = on_lab1; /* the worker itself listens there */
+  ports[2] = on_lab0; /* the mesh's tunnel to lab0's worker */
+
+  /* the stranger's own CA and certificate, and the probe, where nobody (and every host) reads */
+  LC_REQUIRE(mkdtemp(dir) != NULL && chmod(dir, 0755) == 0);
+  snprintf(script, sizeof(script), "%s/probe.py", dir);
+  snprintf(cert, sizeof(cert), "%s/stranger.pem", dir);
+  snprintf(key, sizeof(key), "%s/stranger-key.pem", dir);
+  LC_REQUIRE_OK(lc_tls_ca_new(&sca, "stranger"));
+  LC_REQUIRE_OK(lc_tls_cert_new(&sc, sca, "dask-worker"));
+  LC_REQUIRE((f = fopen(script, "w")) != NULL && fputs(probe_source, f) >= 0 && fclose(f) == 0);
+  LC_REQUIRE((f = fopen(cert, "w")) != NULL && fputs(lc_tls_cert_pem(sc), f) >= 0 &&
+             fclose(f) == 0);
+  LC_REQUIRE((f = fopen(key, "w")) != NULL && fputs(lc_tls_cert_key_pem(sc), f) >= 0 &&
+             fclose(f) == 0);
+  chmod(script, 0644);
+  chmod(cert, 0644);
+  chmod(key, 0644);
+
+  /* nobody on lab1: the scheduler (through its tunnel), lab1's worker, lab0's worker (mesh) */
+  st = run_probe(out, sizeof(out), 1, 1, cert, key, script, ports, 3);
+  LC_CHECK(st == 0);
+  check_probe("nobody on lab1", out, ports, 3, 1, 0);
+  /* the owner on lab1, with the workers' files there: accepted at the same ports */
+  LC_REQUIRE_OK(lc_runtime_workdir(&wd, lc_group_find(group, "lab1")));
+  snprintf(wcert, sizeof(wcert), "%s/dask-*-worker.pem", wd);
+  snprintf(wkey, sizeof(wkey), "%s/dask-*-worker-key.pem", wd);
+  st = run_probe(out, sizeof(out), 1, 0, wcert, wkey, script, ports, 3);
+  LC_CHECK(st == 0);
+  check_probe("the owner on lab1", out, ports, 3, 1, 1);
+
+  /* nobody here: the scheduler itself, and lab0's worker through our tunnel */
+  ports[1] = on_lab0;
+  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, ports, 2);
+  LC_CHECK(st == 0);
+  check_probe("nobody here", out, ports, 2, 1, 0);
+  /* the owner here, with the client's files */
+  snprintf(ccert, sizeof(ccert), "%s/dask-client.pem", lc_cluster_client_dir(cluster));
+  snprintf(ckey, sizeof(ckey), "%s/dask-client-key.pem", lc_cluster_client_dir(cluster));
+  st = run_probe(out, sizeof(out), -1, 0, ccert, ckey, script, ports, 2);
+  LC_CHECK(st == 0);
+  check_probe("the owner here", out, ports, 2, 1, 1);
+
+  unlink(script);
+  unlink(cert);
+  unlink(key);
+  rmdir(dir);
+  lc_tls_cert_free(sc);
+  lc_tls_ca_free(sca);
+}
+
 /* Runs python's script (text) with the port; its output in out. Returns its exit status. */
 static int run_py(char *out, size_t size, const char *name, const char *text, int port) {
-  char path[4200], cmd[8400];
+  char path[4200], cmd[24576];
   size_t used = 0;
   FILE *f, *p;
   snprintf(path, sizeof(path), "%s/%s", th_dir(), name);
@@ -694,7 +1051,7 @@ static int run_py(char *out, size_t size, const char *name, const char *text, in
     return -1;
   fputs(text, f);
   fclose(f);
-  snprintf(cmd, sizeof(cmd), "timeout 120 %s %s %d 2>&1", python, path, port);
+  snprintf(cmd, sizeof(cmd), "%s timeout 120 %s %s %d 2>&1", client_setup, python, path, port);
   out[0] = '\0';
   if ((p = popen(cmd, "r")) == NULL)
     return -1;
@@ -707,8 +1064,8 @@ static int run_py(char *out, size_t size, const char *name, const char *text, in
  * (the scheduler moved it first); without the retire those workers' data would be lost. */
 static void test_scale_down_keeps_data(void) {
   static const char *publish =
-      "import sys, distributed\n"
-      "c = distributed.Client('tcp://127.0.0.1:%s' % sys.argv[1], timeout=60)\n"
+      "import os, sys, distributed\n"
+      "c = distributed.Client(os.environ['DASK_SCHEDULER_ADDRESS'], timeout=60)\n"
       "info = c.scheduler_info()['workers']\n"
       "gone = [a for a, w in info.items() if w['name'] in ('worker-6', 'worker-7')]\n"
       "fs = c.scatter([list(range(1000 * i, 1000 * (i + 1))) for i in range(4)], workers=gone)\n"
@@ -717,8 +1074,8 @@ static void test_scale_down_keeps_data(void) {
       "print('only_on_gone', sum(1 for f in fs if set(held[f.key]) <= set(gone)))\n"
       "c.publish_dataset(kept=fs)\n";
   static const char *fetch =
-      "import sys, distributed\n"
-      "c = distributed.Client('tcp://127.0.0.1:%s' % sys.argv[1], timeout=60)\n"
+      "import os, sys, distributed\n"
+      "c = distributed.Client(os.environ['DASK_SCHEDULER_ADDRESS'], timeout=60)\n"
       "fs = c.get_dataset('kept')\n"
       "distributed.wait(fs, timeout=60)\n"
       "print('sum', sum(sum(v) for v in c.gather(fs)))\n"
@@ -758,6 +1115,7 @@ static void test_library_cleanup(void) {
 /* ---- the CLI -------------------------------------------------------------------------------- */
 
 typedef struct cli {
+  char name[80]; /* the cluster's, from its table */
   pid_t pid;
   int out; /* its stdout */
   char err_path[4200];
@@ -827,7 +1185,8 @@ static int cli_wait_ready(cli *k, int limit_ms) {
       while (s != NULL && *s != '\0') {
         int idx, port;
         char h[64];
-        if (sscanf(s, "master localhost:%d", &k->master_port) == 1) {
+        if (sscanf(s, "name %79s", k->name) == 1) {
+        } else if (sscanf(s, "master localhost:%d", &k->master_port) == 1) {
         } else if (sscanf(s, "worker-%d localhost:%d on %63s", &idx, &port, h) == 3 &&
                    k->nworkers < 64) {
           k->wport[k->nworkers] = port;
@@ -908,6 +1267,41 @@ static void proc_cmdline(long pid, char *out, size_t size) {
  * where there is a `dask` command (Debian 12's python3-distributed has one), and the start's
  * output carries no deprecation warning (the dash names print a FutureWarning at every start).
  */
+/* The directory of the client's files of CLI cluster name, from `lazyclusterctl env NAME`. */
+static int cli_client_dir(const char *name, char *out, size_t size) {
+  char cmd[4400], line[4400];
+  FILE *p;
+  out[0] = '\0';
+  snprintf(cmd, sizeof(cmd), "'%s' env '%s'", getenv("LC_CTL"), name);
+  if ((p = popen(cmd, "r")) == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), p) != NULL) {
+    char *v = strstr(line, "export DASK_DISTRIBUTED__COMM__TLS__CA_FILE='"), *slash;
+    if (v == NULL)
+      continue;
+    v += strlen("export DASK_DISTRIBUTED__COMM__TLS__CA_FILE='");
+    v[strcspn(v, "'")] = '\0';
+    if ((slash = strrchr(v, '/')) != NULL)
+      *slash = '\0';
+    snprintf(out, size, "%s", v);
+  }
+  pclose(p);
+  return out[0] ? 0 : -1;
+}
+
+/* The client's directory: this user's, 0700, with the CA, certificate and key, each 0600. */
+static void check_client_dir(const char *dir) {
+  static const char *const names[] = {"dask-ca.pem", "dask-client.pem", "dask-client-key.pem"};
+  struct stat st;
+  char path[4400];
+  LC_REQUIRE(dir[0] != '\0' && stat(dir, &st) == 0);
+  LC_CHECK(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 && st.st_uid == geteuid());
+  for (int i = 0; i < 3; i++) {
+    snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+    LC_CHECK(lstat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600);
+  }
+}
+
 static void test_cli_sigint(void) {
   const char *args[] = {"start",   "--type",    "dask",        "--workers", "2",
                         "--hosts", "lab0,lab1", "-F",          th_config(), "--master-port",
@@ -916,7 +1310,7 @@ static void test_cli_sigint(void) {
   cli k;
   uint64_t t0 = now_ms();
   int st, ready;
-  char cmdline[4096];
+  char cmdline[4096], cdir[4400] = "";
   LC_REQUIRE(cli_start(&k, args, NULL, "sigint") == 0);
   ready = cli_wait_ready(&k, 300000);
   if (ready != 1) {
@@ -933,13 +1327,18 @@ static void test_cli_sigint(void) {
   fprintf(stderr, "  the scheduler: %.120s\n", cmdline);
   if (have_dask_command()) {
     LC_CHECK_CONTAINS(cmdline, "/dask scheduler --host 127.0.0.1 ");
-    LC_CHECK(th_count_procs(0, "/dask worker tcp://127.0.0.1:") >= 1);
+    LC_CHECK(th_count_procs(0, "/dask worker tls://127.0.0.1:") >= 1);
     LC_CHECK(th_count_procs(0, "dask-worker tcp://") == 0);
   } else {
     LC_CHECK_CONTAINS(cmdline, "dask-scheduler --host 127.0.0.1 ");
   }
+  /* a client as a user runs it: eval "$(lazyclusterctl env NAME)", then a tls:// address */
+  LC_CHECK(cli_client_dir(k.name, cdir, sizeof(cdir)) == 0);
+  check_client_dir(cdir);
+  client_setup_cli(k.name);
   run_client(&out, k.master_port, 2);
   check_client(&out, 2);
+  LC_CHECK_STR(out.scheme, "tls");
   for (int i = 0; i < k.nworkers; i++)
     LC_CHECK_STR(client_host_of(&out, k.wport[i]), k.whost[i]);
   {
@@ -973,6 +1372,94 @@ static void test_cli_sigint(void) {
   }
   /* it returned after tearing down: nothing should need more than a moment */
   check_nothing_left("after SIGINT", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
+  /* the client's keys went with the cluster */
+  LC_CHECK(cdir[0] != '\0' && access(cdir, F_OK) != 0);
+}
+
+/*
+ * --insecure: the warning says what it means, `env` gives a tcp:// address and no TLS keys, a
+ * plain tcp:// client computes; nothing is left after SIGINT.
+ */
+static void test_cli_insecure(void) {
+  const char *args[] = {"start",   "--type",    "dask",        "--workers",  "2",
+                        "--hosts", "lab0,lab1", "-F",          th_config(),  "--master-port",
+                        "62200",   "--ports",   "62201-62299", "--insecure", NULL};
+  client_out out;
+  cli k;
+  char env[8192] = "", line[1024];
+  int st, ready;
+  FILE *p;
+  LC_REQUIRE(cli_start(&k, args, NULL, "insecure") == 0);
+  ready = cli_wait_ready(&k, 300000);
+  if (ready != 1) {
+    fprintf(stderr, "  no \"ready:\" (%d); stdout:\n%s\n  stderr:\n", ready, k.stdout_text);
+    cli_show_stderr(&k);
+    kill(k.pid, SIGINT);
+    cli_reap(&k, 30000);
+    LC_REQUIRE(ready == 1);
+  }
+  LC_CHECK(cli_stderr_contains(&k, "warning: --insecure"));
+  LC_CHECK(cli_stderr_contains(&k, "any user who can reach the scheduler's port on any host runs "
+                                   "code as you"));
+  snprintf(line, sizeof(line), "'%s' env '%s'", getenv("LC_CTL"), k.name);
+  if ((p = popen(line, "r")) != NULL) {
+    while (fgets(line, sizeof(line), p) != NULL && strlen(env) + strlen(line) < sizeof(env))
+      strcat(env, line);
+    pclose(p);
+  }
+  snprintf(line, sizeof(line), "export DASK_SCHEDULER_ADDRESS='tcp://127.0.0.1:%d'", k.master_port);
+  LC_CHECK_CONTAINS(env, line);
+  LC_CHECK(strstr(env, "TLS") == NULL && strstr(env, "REQUIRE_ENCRYPTION") == NULL);
+  LC_CHECK(th_count_procs(0, "/dask worker tcp://127.0.0.1:") +
+               th_count_procs(0, "dask-worker tcp://") >=
+           1);
+  client_setup_cli(k.name);
+  run_client(&out, k.master_port, 2);
+  check_client(&out, 2);
+  LC_CHECK_STR(out.scheme, "tcp");
+  kill(k.pid, SIGINT);
+  st = cli_reap(&k, 60000);
+  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    cli_show_stderr(&k);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  check_nothing_left("after SIGINT (--insecure)", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
+}
+
+/*
+ * `run` hands the driver what `env` prints: a driver that calls a plain Client() (no address, no
+ * security given) computes on the TLS cluster; its exit status is run's; nothing is left.
+ */
+static void test_cli_run_driver_plain_client(void) {
+  const char *driver = "import os, sys\n"
+                       "from dask.distributed import Client\n"
+                       "c = Client(timeout=60)\n"
+                       "print('driver address', c.scheduler.address, flush=True)\n"
+                       "c.wait_for_workers(2, timeout=60)\n"
+                       "print('driver sum', sum(c.gather(c.map(lambda x: x * x, range(100)))))\n"
+                       "c.close()\n"
+                       "sys.exit(7)\n";
+  const char *args[] = {"run",     "--type",    "dask",        "--workers", "2",
+                        "--hosts", "lab2,lab3", "-F",          th_config(), "--master-port",
+                        "62200",   "--ports",   "62201-62299", "--",        python,
+                        "-c",      driver,      NULL};
+  cli k;
+  char text[16384] = "";
+  size_t used = 0;
+  ssize_t n;
+  int st;
+  LC_REQUIRE(cli_start(&k, args, NULL, "run") == 0);
+  while (used + 1 < sizeof(text) && (n = read(k.out, text + used, sizeof(text) - used - 1)) > 0)
+    used += (size_t)n;
+  text[used] = '\0';
+  st = cli_reap(&k, 300000);
+  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 7)) {
+    fprintf(stderr, "  wait status %d; stdout:\n%s\n  stderr:\n", st, text);
+    cli_show_stderr(&k);
+  }
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 7);
+  LC_CHECK_CONTAINS(text, "driver address tls://127.0.0.1:");
+  LC_CHECK_CONTAINS(text, "driver sum 328350\n");
+  check_nothing_left("after run", HOSTS, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
 }
 
 /* SIGKILL of lazyclusterctl: the lifelines end everything within the heartbeat limit. */
@@ -1138,8 +1625,10 @@ static void test_cli_defaults_16_workers(void) {
       per_host[atoi(k.whost[i] + 3)]++;
   for (int h = 0; h < HOSTS; h++)
     LC_CHECK(per_host[h] == 4);
+  client_setup_cli(k.name);
   run_client(&out, k.master_port, 16);
   check_client(&out, 16);
+  LC_CHECK_STR(out.scheme, "tls");
   kill(k.pid, SIGINT);
   st = cli_reap(&k, 120000);
   if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
@@ -1264,9 +1753,13 @@ int main(int argc, char **argv) {
       LC_TEST(test_dask_programs),
       LC_TEST(test_library_cluster),
       LC_TEST(test_listens_on_localhost_only),
+      LC_TEST(test_tls_files_and_ps),
+      LC_TEST(test_tls_refuses_strangers),
       LC_TEST(test_scale_down_keeps_data),
       LC_TEST(test_library_cleanup),
       LC_TEST(test_cli_sigint),
+      LC_TEST(test_cli_insecure),
+      LC_TEST(test_cli_run_driver_plain_client),
       LC_TEST(test_cli_sigkill),
       LC_TEST(test_cli_worker_timeout_message),
       LC_TEST(test_cli_worker_fails_at_start),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_example_dask_cluster.sh - runs examples/dask_cluster against two test hosts (lab0, lab1;
-# 2 workers, the scheduler on this machine) and checks what it prints: the scheduler's address,
-# one worker on each host, the Dask client's result (sum of squares 0..9 = 285) and the hosts the
+# 2 workers, the scheduler on this machine) and checks what it prints: the scheduler's address
+# (tls://: mutual TLS by default), the client's files' directory (gone afterwards), one worker
+# on each host, the Dask client's result (sum of squares 0..9 = 285) and the hosts the
 # workers ran on; then that nothing is left: no Dask (python) process on either host and no
 # working directory of the example's run there or here. The example sets no start limits: the
 # dask type's own are the ones it runs with.
@@ -34,7 +35,11 @@ sed 's/^/  out: /' "$tmp/out" >&2
 sed 's/^/  err: /' "$tmp/err" >&2
 
 check "it exits 0" [ "$rc" -eq 0 ]
-check "it prints the scheduler's address" grep -qE '^scheduler: tcp://127\.0\.0\.1:[0-9]+$' "$tmp/out"
+check "it prints the scheduler's address, tls://" grep -qE '^scheduler: tls://127\.0\.0\.1:[0-9]+$' "$tmp/out"
+check "its client connected with TLS" grep -qE '^  client connected to tls://127\.0\.0\.1:[0-9]+$' "$tmp/out"
+cdir=$(sed -n 's/^client files: //p' "$tmp/out")
+check "it names the client's files' directory" [ -n "$cdir" ]
+check "the client's files' directory went with the cluster" sh -c '[ -n "$1" ] && [ ! -e "$1" ]' _ "$cdir"
 check "worker 0 is on lab0" grep -qE '^worker 0: on lab0, port [0-9]+ \(nanny [0-9]+\)$' "$tmp/out"
 check "worker 1 is on lab1" grep -qE '^worker 1: on lab1, port [0-9]+ \(nanny [0-9]+\)$' "$tmp/out"
 check "the client's result is 285" grep -qx '  sum of squares 0..9: 285' "$tmp/out"
@@ -56,7 +61,7 @@ for i in 0 1; do
 done
 left=$(ls -A "${XDG_CACHE_HOME:-$HOME/.cache}/lazycluster" 2>/dev/null | grep -F "$prefix")
 check "here: no working directory left" [ -z "$left" ]
-port=$(sed -nE 's/^scheduler: tcp:\/\/127\.0\.0\.1:([0-9]+)$/\1/p' "$tmp/out")
+port=$(sed -nE 's/^scheduler: tls:\/\/127\.0\.0\.1:([0-9]+)$/\1/p' "$tmp/out")
 if [ -n "$port" ]; then
   for _ in $(seq 100); do
     left=$(pgrep -af 'dask[ -]scheduler --host' | grep -F -- "--port $port ")

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* lc_exec_options as version 1 declared it (before label). */
@@ -408,11 +409,92 @@ static void test_cluster_options(void) {
   LC_CHECK_OK(lc_cluster_new(&c, g, &m, &w, heap));
   free(heap);
   lc_cluster_free(c);
+  c = NULL;
+  /* version 5 ends with ttl_ms: nothing after it is read (insecure, client_dir) */
+  o.version = 5;
+  LC_REQUIRE((heap = exact(&o, offsetof(lc_cluster_options, insecure))) != NULL);
+  LC_CHECK_OK(lc_cluster_new(&c, g, &m, &w, heap));
+  free(heap);
+  LC_CHECK(c != NULL && !lc_cluster_is_insecure(c) && lc_cluster_client_dir(c) != NULL);
+  lc_cluster_free(c);
+  lc_group_free(g);
+  lc_engine_free(e);
+}
+
+/*
+ * The client side of a cluster: a private client directory (0700, this user's) when none is
+ * given, removed with its files at lc_cluster_free; a given one that others may enter refused,
+ * naming it; a given private one kept; the client env set, replaced, removed, names checked.
+ */
+static void test_cluster_client(void) {
+  lc_engine *e = engine_or_null();
+  lc_group *g = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  lc_master_launcher m = {.version = LC_MASTER_LAUNCHER_VERSION, .command = no_master};
+  lc_worker_launcher w = {.version = LC_WORKER_LAUNCHER_VERSION, .command = no_worker};
+  char given[] = "/tmp/lc_test_client_XXXXXX", own[4096], file[4200];
+  const char *const *env;
+  struct stat st;
+  FILE *f;
+  LC_REQUIRE(e != NULL);
+  LC_REQUIRE_OK(lc_group_new(&g, e, NULL));
+
+  LC_REQUIRE_OK(lc_cluster_new(&c, g, &m, &w, NULL));
+  snprintf(own, sizeof(own), "%s", lc_cluster_client_dir(c));
+  LC_CHECK_CONTAINS(own, "/lazycluster-client-");
+  LC_REQUIRE(stat(own, &st) == 0);
+  LC_CHECK(S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700 && st.st_uid == geteuid());
+  snprintf(file, sizeof(file), "%s/key.pem", own);
+  LC_REQUIRE((f = fopen(file, "w")) != NULL);
+  fclose(f);
+  LC_CHECK(!lc_cluster_is_insecure(c));
+  env = lc_cluster_client_env(c);
+  LC_CHECK(env != NULL && env[0] == NULL);
+  LC_CHECK_OK(lc_cluster_set_client_env(c, "DASK_SCHEDULER_ADDRESS", "tls://127.0.0.1:1"));
+  LC_CHECK_OK(lc_cluster_set_client_env(c, "A_B", "x y"));
+  LC_CHECK_OK(lc_cluster_set_client_env(c, "DASK_SCHEDULER_ADDRESS", "tls://127.0.0.1:2"));
+  env = lc_cluster_client_env(c);
+  LC_CHECK(env[0] != NULL && env[1] != NULL && env[2] == NULL);
+  LC_CHECK_STR(env[0], "DASK_SCHEDULER_ADDRESS=tls://127.0.0.1:2");
+  LC_CHECK_STR(env[1], "A_B=x y");
+  LC_CHECK_OK(lc_cluster_set_client_env(c, "DASK_SCHEDULER_ADDRESS", NULL));
+  env = lc_cluster_client_env(c);
+  LC_CHECK(env[0] != NULL && env[1] == NULL);
+  LC_CHECK_STR(env[0], "A_B=x y");
+  LC_CHECK_OK(lc_cluster_set_client_env(c, "NOT_THERE", NULL));
+  LC_CHECK(lc_cluster_set_client_env(c, "1X", "v") == -EINVAL);
+  LC_CHECK(lc_cluster_set_client_env(c, "A=B", "v") == -EINVAL);
+  LC_CHECK(lc_cluster_set_client_env(c, "", "v") == -EINVAL);
+  LC_CHECK(lc_cluster_set_client_env(c, NULL, "v") == -EINVAL);
+  lc_cluster_free(c);
+  c = NULL;
+  LC_CHECK(stat(own, &st) < 0 && errno == ENOENT); /* gone, with the file in it */
+
+  LC_REQUIRE(mkdtemp(given) != NULL);
+  LC_REQUIRE(chmod(given, 0750) == 0);
+  o.client_dir = given;
+  o.insecure = 1;
+  LC_CHECK(lc_cluster_new(&c, g, &m, &w, &o) == -EPERM);
+  LC_CHECK(c == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), given);
+  LC_CHECK_CONTAINS(lc_error_last(), "0750");
+  LC_REQUIRE(chmod(given, 0700) == 0);
+  LC_REQUIRE_OK(lc_cluster_new(&c, g, &m, &w, &o));
+  LC_CHECK_STR(lc_cluster_client_dir(c), given);
+  LC_CHECK(lc_cluster_is_insecure(c));
+  lc_cluster_free(c);
+  LC_CHECK(stat(given, &st) == 0); /* the caller's: it stays */
+  rmdir(given);
+  o.client_dir = "/nonexistent/lc_test_client";
+  c = NULL;
+  LC_CHECK(lc_cluster_new(&c, g, &m, &w, &o) == -ENOENT);
   lc_group_free(g);
   lc_engine_free(e);
 }
 
 LC_TEST_MAIN(LC_TEST(test_version_check_detail), LC_TEST(test_cluster_options),
-             LC_TEST(test_engine_options), LC_TEST(test_runtime_options),
-             LC_TEST(test_exec_options), LC_TEST(test_group_options), LC_TEST(test_forward_options),
-             LC_TEST(test_discover_options), LC_TEST(test_options_copy_stops_at_the_version))
+             LC_TEST(test_cluster_client), LC_TEST(test_engine_options),
+             LC_TEST(test_runtime_options), LC_TEST(test_exec_options), LC_TEST(test_group_options),
+             LC_TEST(test_forward_options), LC_TEST(test_discover_options),
+             LC_TEST(test_options_copy_stops_at_the_version))
