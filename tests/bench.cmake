@@ -35,6 +35,6 @@ add_executable(lc_wrapcost bench/wrapcost.c $<TARGET_OBJECTS:lc_objects>)
 target_include_directories(lc_wrapcost PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include)
 target_compile_definitions(lc_wrapcost PRIVATE _GNU_SOURCE)
 target_compile_options(lc_wrapcost PRIVATE ${LC_WARNINGS})
-target_link_libraries(lc_wrapcost PRIVATE PkgConfig::LIBSSH PkgConfig::LIBUV Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(lc_wrapcost PRIVATE PkgConfig::LIBSSH PkgConfig::LIBUV OpenSSL::Crypto Threads::Threads ${CMAKE_DL_LIBS})
 set_target_properties(lc_wrapcost PROPERTIES OUTPUT_NAME wrapcost
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)
