@@ -839,7 +839,8 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *cluster, const l
     return -ENOMEM;
   }
   /* the worker's own directory (with cluster.json) is the current one; its context is in the
-   * environment: LAZYCLUSTER_MASTER_ADDR/_PORT, _WORKER_INDEX/_COUNT, _HOST, CUDA_VISIBLE_DEVICES
+   * environment: LAZYCLUSTER_MASTER_ADDR/_PORT, _WORKER_INDEX/_COUNT, _HOST, CUDA_VISIBLE_DEVICES,
+   * LAZYCLUSTER_SECRET_FILE (the secret it proves to the master)
    */
   *out = strdup_printf("exec %s worker", q);
   free(path);

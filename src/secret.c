@@ -148,7 +148,9 @@ int lc_secret_proof(char **out, const char *secret, const char *role, const char
   *out = NULL;
   if (secret == NULL || role == NULL || challenge == NULL) {
     r = lc__error_set(-EINVAL, "secret proof: no %s given",
-                      secret == NULL ? "secret" : role == NULL ? "role" : "challenge");
+                      secret == NULL ? "secret"
+                      : role == NULL ? "role"
+                                     : "challenge");
     goto out;
   }
   if ((msg = lc__sprintf("%s:%s", role, challenge)) == NULL ||

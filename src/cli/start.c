@@ -451,7 +451,7 @@ static void supervisor_log(cli_launch *s) {
   char *path = lc__cli_sprintf("%s/supervisor.log", lc_control_dir(s->ctl));
   char buf[8192];
   ssize_t n;
-  int fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
+  int fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
   free(path);
   if (fd < 0)
     fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
