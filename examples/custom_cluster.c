@@ -60,7 +60,15 @@
  * What was NOT run: any of it on a real GPU. The calls are the CUDA runtime's and cuBLAS v2's
  * stable C ABI (CUDA 11 to 13), but a real device has not yet executed this program.
  *
- * Protocol between master and workers, one text line each way:
+ * Protocol between master and workers, one text line each way. First both prove that they know
+ * the cluster's secret (LAZYCLUSTER_SECRET_FILE, a 0600 file the cluster wrote into each
+ * process's 0700 directory), each to a fresh random challenge of the other, so that another user
+ * of a host, who can reach the master's port there through its SSH tunnel, gets nothing, and a
+ * worker never works for a stranger who took the port first:
+ *   master: CHALLENGE <cs>                   cs fresh from lc_secret_new
+ *   worker: AUTH <proof> <cc>                proof = lc_secret_proof(secret, "client", cs)
+ *   master: PROOF <proof>                    lc_secret_proof(secret, "server", cc)
+ * Either side closes on a wrong proof (compared with lc_secret_equal); the master logs it.
  *   worker: HELLO <index> <count> <host> <how it computes>
  *   master: WORK <item> <first> <end>        compute elements [first, end)
  *   worker: RESULT <item> <value>            (and is given the next item)
@@ -372,6 +380,48 @@ static int connect_to(const char *host, const char *port) {
   return fd;
 }
 
+/* The cluster's secret, from the file the cluster wrote for this process. who: "master" or
+ * "worker", for the message. NULL when it cannot be read (the message says why). */
+static char *read_secret(const char *who) {
+  const char *path = getenv("LAZYCLUSTER_SECRET_FILE");
+  char *secret = NULL;
+  if (lc_secret_read(&secret, path) < 0)
+    fprintf(stderr, "%s: cannot read the cluster's secret: %s\n", who, lc_error_last());
+  return secret;
+}
+
+/* The worker's half of the handshake: proves it knows secret, and has the master prove it too.
+ * 0, or -1 with the reason printed. */
+static int worker_authenticate(conn *c, const char *secret) {
+  char line[256], cs[128], theirs[128], *proof = NULL, *mine = NULL, *want = NULL;
+  int r = -1;
+  if (conn_read_line(c, line, sizeof(line)) <= 0 || sscanf(line, "CHALLENGE %127s", cs) != 1) {
+    fprintf(stderr, "worker: the master sent no challenge: not our master\n");
+    goto out;
+  }
+  if (lc_secret_proof(&proof, secret, "client", cs) < 0 || lc_secret_new(&mine) < 0 ||
+      lc_secret_proof(&want, secret, "server", mine) < 0) {
+    fprintf(stderr, "worker: %s\n", lc_error_last());
+    goto out;
+  }
+  if (conn_printf(c, "AUTH %s %s\n", proof, mine) < 0 ||
+      conn_read_line(c, line, sizeof(line)) <= 0) {
+    fprintf(stderr, "worker: the master closed the connection: it refused our proof\n");
+    goto out;
+  }
+  if (sscanf(line, "PROOF %127s", theirs) != 1 || !lc_secret_equal(theirs, want)) {
+    fprintf(stderr, "worker: the server on the master's port did not prove that it knows the "
+                    "cluster's secret: not our master; leaving\n");
+    goto out;
+  }
+  r = 0;
+out:
+  lc_free(proof);
+  lc_free(mine);
+  lc_free(want);
+  return r;
+}
+
 static int run_worker(void) {
   const char *addr = getenv("LAZYCLUSTER_MASTER_ADDR"), *port = getenv("LAZYCLUSTER_MASTER_PORT");
   const char *index = getenv("LAZYCLUSTER_WORKER_INDEX"),
@@ -379,7 +429,7 @@ static int run_worker(void) {
   const char *host = getenv("LAZYCLUSTER_HOST");
   conn c = {.fd = -1};
   compute g;
-  char line[256];
+  char line[256], *secret = NULL;
   int items = 0, r;
 
   if (port == NULL || index == NULL || count == NULL) {
@@ -387,10 +437,16 @@ static int run_worker(void) {
                     " a worker runs inside a lazycluster cluster\n");
     return 2;
   }
+  if ((secret = read_secret("worker")) == NULL)
+    return 2;
   compute_open(&g);
   printf("compute: %s\n", g.how);
   fflush(stdout);
   if ((c.fd = connect_to(addr != NULL ? addr : "localhost", port)) < 0)
+    return 1;
+  r = worker_authenticate(&c, secret);
+  lc_free(secret);
+  if (r < 0)
     return 1;
   if (conn_printf(&c, "HELLO %s %s %s %s\n", index, count, host != NULL ? host : "?", g.how) < 0)
     goto lost;
@@ -440,6 +496,8 @@ typedef struct client {
   int items;  /* items it returned */
   int parked; /* waiting for an item (before the start, or while the last items are out) */
   int closing;
+  int authenticated;  /* it proved it knows the secret; nothing else is heard before */
+  char challenge[80]; /* ours to it */
 } client;
 
 typedef struct wreq {
@@ -459,6 +517,8 @@ static struct master {
   int64_t sum;
   int expected, joined, started, finished;
   client *clients;
+  char *secret; /* the cluster's (LAZYCLUSTER_SECRET_FILE) */
+  int refused;  /* connections refused */
 } M;
 
 static void client_close(client *c);
@@ -564,12 +624,40 @@ static void client_close(client *c) {
   uv_close((uv_handle_t *)&c->tcp, on_client_closed);
 }
 
+/* The first line of a connection: "AUTH <proof> <challenge>". A good proof is answered with
+ * ours; anything else is refused (closed, and logged without what it sent). */
+static void authenticate(client *c, const char *line) {
+  char proof[128], theirs[128], *want = NULL, *ours = NULL;
+  const char *why = NULL;
+  if (sscanf(line, "AUTH %127s %127s", proof, theirs) != 2)
+    why = "it did not authenticate (it may not know the cluster's secret)";
+  else if (lc_secret_proof(&want, M.secret, "client", c->challenge) < 0 ||
+           lc_secret_proof(&ours, M.secret, "server", theirs) < 0)
+    why = lc_error_last();
+  else if (!lc_secret_equal(proof, want))
+    why = "wrong proof: it does not know the cluster's secret";
+  if (why != NULL) {
+    M.refused++;
+    fprintf(stderr, "master: refused a connection: %s\n", why);
+    client_close(c);
+  } else {
+    c->authenticated = 1;
+    send_line(c, 0, "PROOF %s\n", ours);
+  }
+  lc_free(want);
+  lc_free(ours);
+}
+
 static void handle_line(client *c, char *line) {
   long item;
   long long value;
   int index, count, consumed = 0;
   char host[64];
 
+  if (!c->authenticated) {
+    authenticate(c, line);
+    return;
+  }
   if (sscanf(line, "HELLO %d %d %63s %n", &index, &count, host, &consumed) == 3 && consumed > 0 &&
       c->index < 0 && index >= 0 && count > 0) {
     c->index = index;
@@ -637,18 +725,22 @@ static void free_handle(uv_handle_t *h) { free(h); }
 
 static void on_connection(uv_stream_t *server, int status) {
   client *c;
+  char *challenge = NULL;
   if (status < 0 || (c = calloc(1, sizeof(*c))) == NULL)
     return;
   c->index = -1;
   c->item = -1;
   uv_tcp_init(M.loop, &c->tcp);
-  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 || lc_secret_new(&challenge) < 0) {
     uv_close((uv_handle_t *)&c->tcp, free_handle);
     return;
   }
+  snprintf(c->challenge, sizeof(c->challenge), "%s", challenge); /* fresh for each connection */
+  lc_free(challenge);
   uv_tcp_nodelay(&c->tcp, 1);
   c->next = M.clients;
   M.clients = c;
+  send_line(c, 0, "CHALLENGE %s\n", c->challenge);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
 }
 
@@ -662,6 +754,8 @@ static int run_master(const char *port_arg) {
     fprintf(stderr, "master: bad port %s\n", port_arg);
     return 2;
   }
+  if ((M.secret = read_secret("master")) == NULL)
+    return 2;
   signal(SIGPIPE, SIG_IGN);
   M.loop = uv_default_loop();
   M.nitems = (TOTAL + CHUNK - 1) / CHUNK;
@@ -681,6 +775,7 @@ static int run_master(const char *port_arg) {
   uv_run(M.loop, UV_RUN_DEFAULT); /* returns once finish() has closed every handle */
   uv_loop_close(M.loop);
   free(M.state);
+  lc_free(M.secret);
   return M.finished ? 0 : 1;
 }
 
@@ -744,7 +839,8 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *cluster, const l
     return -ENOMEM;
   }
   /* the worker's own directory (with cluster.json) is the current one; its context is in the
-   * environment: LAZYCLUSTER_MASTER_ADDR/_PORT, _WORKER_INDEX/_COUNT, _HOST, CUDA_VISIBLE_DEVICES
+   * environment: LAZYCLUSTER_MASTER_ADDR/_PORT, _WORKER_INDEX/_COUNT, _HOST, CUDA_VISIBLE_DEVICES,
+   * LAZYCLUSTER_SECRET_FILE (the secret it proves to the master)
    */
   *out = strdup_printf("exec %s worker", q);
   free(path);

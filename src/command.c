@@ -250,15 +250,25 @@ out:
   return r;
 }
 
+/*
+ * The temporary file beside the target is made new (mktemp: O_EXCL, 0600, a random name), so that
+ * a symlink planted at a name we would pick cannot redirect the write; without mktemp, sh's
+ * noclobber (O_EXCL as well) makes one. Mode 0 means 0600.
+ */
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode) {
   int r;
+  if ((mode & 07777u) == 0)
+    mode = 0600;
   if ((r = lc__buf_puts(out, "umask 077\nf=")) < 0 || (r = append_path(out, path)) < 0)
     return r;
   return lc__buf_printf(
       out,
-      "\nt=\"$f.lc-tmp.$$\"\n"
-      "trap 'rm -f \"$t\"' EXIT\n"
+      "\nt=\n"
+      "trap '[ -z \"$t\" ] || rm -f \"$t\"' EXIT\n"
       "trap 'exit 1' HUP INT TERM PIPE\n"
+      "if ! t=$(mktemp \"$f.lc-tmp.XXXXXX\" 2>/dev/null); then\n"
+      "  t=\"$f.lc-tmp.$$\"; (set -C && : >\"$t\") || { t=; exit 1; }\n"
+      "fi\n"
       "cat >\"$t\" || exit 1\n"
       "s=$(wc -c <\"$t\") || exit 1\n"
       "if [ \"$s\" -ne %llu ]; then echo \"transfer cut short: $s of %llu bytes arrived\" >&2; "
@@ -286,11 +296,28 @@ static int append_root(lc__buf *out, const char *root) {
   return append_path(out, root);
 }
 
+/*
+ * The root must be this user's (or root's) and writable by nobody else, as ssh asks of a key's
+ * directory: else another user could swap our directories under us. A refusal is one stderr line
+ * "lc-refuse ..." naming the path, its owner and mode (lc_runtime_workdir takes it). The root and
+ * the directory are made under umask 077 (0700), whatever umask the runtime gives processes.
+ */
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep) {
   int r;
-  if ((r = lc__buf_puts(out, "r=")) < 0 || (r = append_root(out, root)) < 0 ||
-      (r = lc__buf_puts(out, "\n{ [ -d \"$r\" ] || mkdir -p \"$r\"; } && mkdir \"$r\"/")) < 0 ||
+  if ((r = lc__buf_puts(out, "umask 077\nlc_bad=\nr=")) < 0 || (r = append_root(out, root)) < 0 ||
+      (r = lc__buf_puts(
+           out, "\n{ [ -d \"$r\" ] || mkdir -p \"$r\"; } || exit 1\n"
+                "lc_owner_mode=$(stat -L -c '%u %a' -- \"$r\") || exit 1\n"
+                "lc_uid=$(id -u)\n"
+                "case \"${lc_owner_mode% *}\" in \"$lc_uid\"|0) ;; *) lc_bad=1 ;; esac\n"
+                "[ $((0${lc_owner_mode#* } & 022)) -eq 0 ] || lc_bad=1\n"
+                "if [ -n \"$lc_bad\" ]; then\n"
+                "  printf 'lc-refuse %s is owned by uid %s with mode %s: it must be owned by uid "
+                "%s (or root) and not writable by group or others\\n' \"$r\" \"${lc_owner_mode% *}\" "
+                "\"${lc_owner_mode#* }\" \"$lc_uid\" >&2; exit 1\n"
+                "fi\n"
+                "mkdir \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0 ||
       (r = lc__buf_puts(out, " && printf '%s\\n' \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0 || (r = lc__buf_puts(out, " || exit 1\n")) < 0)

@@ -45,8 +45,17 @@ static int runtime_alloc(lc_runtime **out, lc_engine *engine, const char *name,
   rt->engine = engine;
   rt->ops = ops;
   rt->gpus = -1;
-  if (opts != NULL) /* version 1 is all of it */
-    lc__options_copy(&rt->opts, opts, sizeof(rt->opts));
+  if (opts != NULL) /* version 1 ends with workdir_root */
+    lc__options_copy(&rt->opts, opts,
+                     opts->version >= 2 ? sizeof(rt->opts)
+                                        : LC__FIELD_END(lc_runtime_options, workdir_root));
+  if ((rt->opts.umask & ~(LC_UMASK_SET | 0777)) != 0) {
+    int bad = rt->opts.umask;
+    free(rt);
+    return lc__error_set(-EINVAL,
+                         "runtime %s: umask %#x is not LC_UMASK_SET with a mode of 0 to 0777", name,
+                         (unsigned)bad);
+  }
   rt->opts.version = LC_RUNTIME_OPTIONS_VERSION;
   if (rt->opts.connect_timeout_ms <= 0)
     rt->opts.connect_timeout_ms = 10000;
@@ -72,6 +81,10 @@ static int runtime_alloc(lc_runtime **out, lc_engine *engine, const char *name,
   }
   *out = rt;
   return 0;
+}
+
+unsigned int lc__runtime_umask(const lc_runtime *rt) {
+  return (rt->opts.umask & LC_UMASK_SET) ? (unsigned)rt->opts.umask & 0777u : 077u;
 }
 
 static void runtime_release(lc_runtime *rt) {
@@ -592,6 +605,11 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
   if (rt == NULL || command == NULL)
     return lc__error_set(-EINVAL, "exec: no runtime or no command given");
+  /* the umask of everything the script starts (its first line, before the compound command) */
+  if (lc__buf_printf(&script, "umask %03o\n", lc__runtime_umask(rt)) < 0) {
+    lc__buf_free(&script);
+    return lc__error_set(-ENOMEM, "out of memory");
+  }
   if ((r = lc__command_compose(&cmd, &script, command, opts,
                                lifeline ? (rt->opts.heartbeat_timeout_ms + 999) / 1000 : -1,
                                rt->opts.kill_grace_ms, setup, cleanup, rt->name, &err)) < 0) {
@@ -883,7 +901,8 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err) {
     else if (size != p->out_bytes)
       r = lc__err_set(err, LC_EREMOTE, "%s: %s: %llu of %llu bytes arrived", name, p->xfer_what,
                       (unsigned long long)p->out_bytes, size);
-    else if (fchmod(p->out_fd, mode & 07777u) < 0 || fsync(p->out_fd) < 0 ||
+    /* without setuid, setgid and sticky bits, as OpenSSH's scp and sftp fetch files */
+    else if (fchmod(p->out_fd, mode & 0777u) < 0 || fsync(p->out_fd) < 0 ||
              rename(p->xfer_tmp, p->xfer_dest) < 0)
       r = lc__err_set(err, -errno, "cannot write %s: %s", p->xfer_dest, strerror(errno));
     else {
@@ -936,6 +955,7 @@ int lc_runtime_get_file(lc_runtime *rt, const char *remote_path, const char *loc
 typedef struct {
   char path[4096];
   int done;
+  char why[1024]; /* the script's refusal of the root (engine thread until the process ended) */
 } workdir_out;
 
 static void workdir_line(const char *line, size_t len, lc_stream stream, void *payload) {
@@ -943,6 +963,8 @@ static void workdir_line(const char *line, size_t len, lc_stream stream, void *p
   if (stream == LC_STDOUT && line[0] == '/' && len < sizeof(w->path) && !w->done) {
     memcpy(w->path, line, len + 1);
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
+  } else if (stream == LC_STDERR && strncmp(line, "lc-refuse ", 10) == 0 && w->why[0] == '\0') {
+    snprintf(w->why, sizeof(w->why), "%s", line + 10);
   }
 }
 
@@ -1017,8 +1039,12 @@ int lc_runtime_workdir(const char **out, lc_runtime *rt) {
          lc_process_wait(NULL, p, 20) == -ETIMEDOUT)
     ;
   if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
-    r = lc__error_set(LC_EREMOTE, "%s: cannot create a working directory under %s", rt->name,
-                      rt->workdir_root ? rt->workdir_root : "~/.cache/lazycluster");
+    if (lc_process_wait(NULL, p, 0) != -ETIMEDOUT && w->why[0] != '\0')
+      r = lc__error_set(-EPERM, "%s: refused the root of working directories: %s", rt->name,
+                        w->why);
+    else
+      r = lc__error_set(LC_EREMOTE, "%s: cannot create a working directory under %s", rt->name,
+                        rt->workdir_root ? rt->workdir_root : "~/.cache/lazycluster");
     goto out;
   }
   if ((rt->workdir = lc__strdup(w->path)) == NULL) {
@@ -1079,7 +1105,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
   if (rt->workdir == NULL ||
       (rt->workdir_keeper != NULL && lc_process_wait(NULL, rt->workdir_keeper, 0) == -ETIMEDOUT))
     goto out; /* never made, or its keeper still holds it */
-  if ((w = lc__calloc(1, sizeof(*w))) == NULL || lc__buf_puts(&cmd, "d=") < 0 ||
+  if ((w = lc__calloc(1, sizeof(*w))) == NULL || lc__buf_puts(&cmd, "umask 077\nd=") < 0 ||
       lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
       lc__buf_puts(&cmd, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n") < 0 ||
       (!rt->opts.keep_workdir &&

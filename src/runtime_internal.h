@@ -226,6 +226,8 @@ void lc__proc_release(lc_process *p);
 int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *engine,
                      const char *host, const char *via, const lc_runtime_options *opts,
                      int connect);
+/* The umask of what rt starts (lc_runtime_options.umask: 077 unless LC_UMASK_SET). Any thread. */
+unsigned int lc__runtime_umask(const lc_runtime *rt);
 /* Whether rt runs on this machine (LC__BACKEND_ON_THIS_MACHINE). Any thread. */
 int lc__runtime_on_this_machine(const lc_runtime *rt);
 /* Runtimes for groups (runtimes/ssh): settings read here (any thread), connected on the engine

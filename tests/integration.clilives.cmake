@@ -18,3 +18,11 @@ add_test(NAME test_cli_user COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test
 set_tests_properties(test_cli_user PROPERTIES LABELS integration TIMEOUT 180
   FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
   ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CTL=$<TARGET_FILE:lazyclusterctl>")
+
+# What others see of a cluster (issue 14): --env values and the secret in no command line on any
+# host or here, nor in logs, state or error messages; modes of directories and files on the hosts
+# (0700, 0600, umask 077, --umask 022); nothing left after each stop.
+add_test(NAME test_cli_secrets COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_cli_secrets.sh)
+set_tests_properties(test_cli_secrets PROPERTIES LABELS integration TIMEOUT 300
+  FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
+  ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CTL=$<TARGET_FILE:lazyclusterctl>")

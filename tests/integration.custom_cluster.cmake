@@ -12,6 +12,13 @@ if(TARGET custom_cluster)
   set_tests_properties(test_custom_cluster_hosts PROPERTIES LABELS integration TIMEOUT 300
     FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
     ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CUSTOM_CLUSTER=$<TARGET_FILE:custom_cluster>")
+  # its job server's authentication: intruders of another user on a host, a wrong secret, a
+  # squatter on the master's port
+  add_test(NAME test_custom_cluster_intruders
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_custom_cluster.sh intruders)
+  set_tests_properties(test_custom_cluster_intruders PROPERTIES LABELS integration TIMEOUT 300
+    FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
+    ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CUSTOM_CLUSTER=$<TARGET_FILE:custom_cluster>")
   foreach(mode local fakegpu)
     add_test(NAME test_custom_cluster_${mode}
       COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_custom_cluster.sh ${mode})

@@ -635,12 +635,16 @@ LC_EXTERN const lc_cluster_type *lc_cluster_type_find(const char *name);
 
 /**
  * Loads a type from a shared object: dlopen, then its lc_cluster_type_entry, then the version of
- * the struct it returns. *out is the plug-in's own struct, borrowed: the object stays loaded for
- * the life of the process. On failure *out is NULL, the object is unloaded, and the detail names
- * path and the cause: it cannot be loaded (-ENOENT; an lc_* symbol it needs that this program
- * does not export), or LC_ECONFIG: no entry point (or only the version-1 lc_cluster_type_v1), the
- * plug-in refused this library's version, a struct version this library does not know, or no
- * name or make.
+ * the struct it returns. path must contain a slash ("./libx.so"): it is never looked up in the
+ * library search path. The file and every directory above it must be this user's or root's and
+ * not writable by group or others (a directory with the sticky bit, such as /tmp, may be), as
+ * ssh checks a key; what is loaded is the file checked. *out is the plug-in's own struct,
+ * borrowed: the object stays loaded for the life of the process. On failure *out is NULL, the
+ * object is unloaded, and the detail names path and the cause: -EPERM (the file or directory at
+ * fault, its owner and mode), it cannot be loaded (-ENOENT; a name without a slash; an lc_*
+ * symbol it needs that this program does not export), or LC_ECONFIG: no entry point (or only the
+ * version-1 lc_cluster_type_v1), the plug-in refused this library's version, a struct version
+ * this library does not know, or no name or make.
  */
 LC_EXTERN int lc_cluster_type_load(const lc_cluster_type **out, const char *path);
 

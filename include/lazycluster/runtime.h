@@ -189,11 +189,13 @@ LC_EXTERN void lc_process_free(lc_process *proc);
 LC_EXTERN int lc_runtime_send_file(lc_runtime *rt, const char *local_path, const char *remote_path,
                                    int timeout_ms);
 
-/** Fetches a file from the host to local_path, atomically and with its mode. Errors as above. */
+/** Fetches a file from the host to local_path, atomically and with its mode less the setuid,
+ * setgid and sticky bits (as OpenSSH drops them). Errors as above. */
 LC_EXTERN int lc_runtime_get_file(lc_runtime *rt, const char *remote_path, const char *local_path,
                                   int timeout_ms);
 
-/** Writes len bytes from memory into a file on the host, atomically, with the given mode. */
+/** Writes len bytes from memory into a file on the host, atomically, with the given mode (0:
+ * 0600). The temporary file is made new (O_EXCL), so that a planted symlink cannot redirect it. */
 LC_EXTERN int lc_runtime_write_file(lc_runtime *rt, const char *remote_path, const void *data,
                                     size_t len, unsigned int mode, int timeout_ms);
 

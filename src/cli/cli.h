@@ -103,6 +103,8 @@ typedef struct cli_launch {
   const char *name, *type_name, *master_cmd, *worker_cmd, *ttl_text;
   const char *type_args[34];
   size_t ntype_args;
+  char *proc_env[33]; /* --env: "NAME=VALUE" for every process of the cluster, NULL-terminated */
+  size_t nproc_env;
   long workers;
   int debug, detach, no_restarts, run, color;
   int peers; /* --peers: an lc_peers */

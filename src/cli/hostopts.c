@@ -1,7 +1,7 @@
 /*
  * hostopts.c - the host-selection options every subcommand that works on hosts takes:
  * -F FILE, --hosts LIST, --inventory FILE, --accept-new-host-keys, --connect-timeout S,
- * --fanout N.
+ * --fanout N, --heartbeat S, --umask MODE.
  */
 #include "cli.h"
 
@@ -20,7 +20,7 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
   }
   if (strcmp(a, "-F") != 0 && strcmp(a, "--hosts") != 0 && strcmp(a, "--inventory") != 0 &&
       strcmp(a, "--connect-timeout") != 0 && strcmp(a, "--fanout") != 0 &&
-      strcmp(a, "--heartbeat") != 0)
+      strcmp(a, "--heartbeat") != 0 && strcmp(a, "--umask") != 0)
     return 0;
   if (v == NULL)
     return cli_usage_error(cmd, "%s needs a value", a), -1;
@@ -31,6 +31,12 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
     h->discover.hosts = v;
   } else if (strcmp(a, "--inventory") == 0) {
     h->discover.inventory = v;
+  } else if (strcmp(a, "--umask") == 0) {
+    long m = strtol(v, &end, 8);
+    if (*end != '\0' || end == v || m < 0 || m > 0777)
+      return cli_usage_error(cmd, "--umask %s: want an octal mode from 000 to 777, e.g. 022", v),
+             -1;
+    h->runtime.umask = LC_UMASK_SET | (int)m;
   } else if (strcmp(a, "--connect-timeout") == 0 || strcmp(a, "--heartbeat") == 0) {
     double s = strtod(v, &end);
     if (*end != '\0' || s <= 0 || s > 3600)
@@ -66,7 +72,9 @@ const char *cli_hostopts_help(void) {
          "  --connect-timeout S     give up on a host after S seconds (default 10)\n"
          "  --fanout N              hosts worked on at once (default 64)\n"
          "  --heartbeat S           remote processes end S seconds after this program is gone\n"
-         "                          (killed, or the network lost; default 15)\n";
+         "                          (killed, or the network lost; default 15)\n"
+         "  --umask MODE            umask of the processes started on the hosts (default 077:\n"
+         "                          what they write is yours alone; e.g. 022)\n";
 }
 
 int cli_parse_peers(const char *cmd, const char *value, int *out) {

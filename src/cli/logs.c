@@ -133,7 +133,7 @@ static int open_source(logs *l, const char *name, int rotated) {
   if ((src->path = lc__cli_sprintf("%s/%s", l->dir, name)) == NULL)
     return -ENOMEM;
   if (rotated && (old = lc__cli_sprintf("%s.1", src->path)) != NULL) {
-    int fd = open(old, O_RDONLY | O_CLOEXEC);
+    int fd = open(old, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     free(old);
     if (fd >= 0) {
       read_fd(l, src, fd);
@@ -141,7 +141,7 @@ static int open_source(logs *l, const char *name, int rotated) {
       src->partlen = 0;
     }
   }
-  if ((src->fd = open(src->path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(src->fd, &st) < 0) {
+  if ((src->fd = open(src->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(src->fd, &st) < 0) {
     if (src->fd >= 0)
       close(src->fd);
     free(src->path);
@@ -175,7 +175,7 @@ static void poll_sources(logs *l) {
     struct stat st;
     read_fd(l, src, src->fd);
     if (stat(src->path, &st) == 0 && st.st_ino != src->ino) {
-      int fd = open(src->path, O_RDONLY | O_CLOEXEC);
+      int fd = open(src->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
       read_fd(l, src, src->fd);
       if (fd >= 0) {
         close(src->fd);

@@ -174,6 +174,9 @@ void cli_start_help(FILE *f) {
       "  --worker-cmd TEMPLATE   each worker's command ({master_port} {worker_port}\n"
       "                          {worker_index} {worker_count} {gpu} {host} {workdir})\n"
       "  --type-arg KEY=VALUE    an option of the type (dask: nthreads=N, worker_args=...)\n"
+      "  --env NAME=VALUE        a variable for every process of the cluster; --env NAME\n"
+      "                          takes its value from here. Values go through the SSH\n"
+      "                          channels, never into a command line\n"
       "  --master-host HOST      run the master on HOST (default: this machine)\n"
       "  --master-port P         the master's port (default 60000; another when taken)\n"
       "  --fixed-master-port     fail instead of taking another port\n"
@@ -319,6 +322,20 @@ int cli_start_parse(cli_launch *s, int argc, char **argv) {
       if (strchr(v, '=') == NULL || s->ntype_args >= 30)
         return cli_usage_error(cmd, "--type-arg %s: want KEY=VALUE", v);
       s->type_args[s->ntype_args++] = v;
+    } else if (strcmp(a, "--env") == 0) {
+      /* NAME=VALUE, or NAME: its value here, so that it shows in no command line at all */
+      const char *eq = strchr(v, '='), *val = eq ? NULL : getenv(v);
+      size_t n = eq ? (size_t)(eq - v) : strlen(v);
+      if (n == 0 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+                        n || (v[0] >= '0' && v[0] <= '9') || s->nproc_env >= 32)
+        return cli_usage_error(cmd, "--env %.*s: want NAME=VALUE or NAME (letters, digits, _)",
+                               (int)n, v);
+      if (eq == NULL && val == NULL)
+        return cli_usage_error(cmd, "--env %s: %s is not set here (give NAME=VALUE)", v, v);
+      if ((s->proc_env[s->nproc_env] = eq ? strdup(v) : lc__cli_sprintf("%s=%s", v, val)) == NULL)
+        return cli_usage_error(cmd, "out of memory");
+      s->co.env = (const char *const *)s->proc_env;
+      s->nproc_env++;
     } else if (strcmp(a, "--master-host") == 0) {
       s->co.master_host = v;
     } else if (strcmp(a, "--master-port") == 0) {
@@ -481,7 +498,7 @@ static void supervisor_log(cli_launch *s) {
   char *path = lc__cli_sprintf("%s/supervisor.log", lc_control_dir(s->ctl));
   char buf[8192];
   ssize_t n;
-  int fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
+  int fd = path ? open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
   free(path);
   if (fd < 0)
     fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -852,6 +869,8 @@ void cli_start_down(cli_launch *s) {
     free(s->env[i]);
   if (s->sigfd >= 0)
     close(s->sigfd);
+  for (size_t i = 0; i < s->nproc_env; i++)
+    free(s->proc_env[i]);
   lc_free(s->q_self);
   free(s->def_master);
   free(s->def_worker);

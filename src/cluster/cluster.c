@@ -7,6 +7,7 @@
 #include "cluster_internal.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,8 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   }
   c->opts.env = NULL;
   if (r == 0)
+    r = lc_secret_new(&c->secret);
+  if (r == 0)
     r = lc__client_init(c);
 out:
   if (r < 0) {
@@ -172,6 +175,9 @@ void lc_cluster_free(lc_cluster *c) {
   for (size_t i = 0; i < c->nenv; i++)
     free(c->env[i]);
   free(c->env);
+  if (c->secret != NULL)
+    OPENSSL_cleanse(c->secret, strlen(c->secret));
+  free(c->secret);
   free(c->workers);
   free(c->staged);
   free(c->ports);
@@ -205,6 +211,7 @@ const lc_worker_info *lc_cluster_worker(const lc_cluster *c, size_t i) {
   return i < c->nworkers ? &c->workers[i].info : NULL;
 }
 const char *lc_cluster_log(const lc_cluster *c) { return c->log.data ? c->log.data : ""; }
+const char *lc_cluster_secret(const lc_cluster *c) { return c->secret; }
 
 /* Where the master's (master != 0) or the workers' start limit came from and what changes it,
  * for a timeout's message: "(the dask type's default master timeout; --master-timeout S changes

@@ -84,6 +84,7 @@ struct lc_cluster {
   lc__limit_source master_timeout_src, worker_timeout_src;
   char *master_timeout_opt, *worker_timeout_opt; /* how messages name what changes them */
   char **env;                                    /* opts.env, copied; NULL-terminated */
+  char *secret; /* lc_cluster_secret: made at lc_cluster_new, wiped at free */
   size_t nenv;
   lc_ports *worker_ports;
   lc_runtime *local; /* our own local runtime for a master on this machine */
@@ -230,6 +231,10 @@ int lc__cluster_place(lc_cluster *c, size_t first, size_t n);
 /* ---- context.c ---- */
 char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
 int lc__worker_spawn(lc_cluster *c, lc__worker *w);
+/* Appends to b the sh text that writes the cluster's secret into `secret` (0600) in dir (made
+ * 0700 first; NULL: the current directory), inside a subshell of umask 077 that the caller
+ * closes with ")". It goes only into a script read through the channel, never a command line. */
+int lc__cluster_secret_setup(lc_cluster *c, lc__buf *b, const char *dir);
 
 /* ---- worker.c ---- */
 /* Starts w again on its place (its ended process, if any, freed first) and waits until it is

@@ -1,9 +1,10 @@
 /*
  * context.c - a worker's context and its start: the environment (LAZYCLUSTER_*, TF_CONFIG,
- * CUDA_VISIBLE_DEVICES), its working directory and cluster.json (made through the channel by the
- * same command that runs it).
+ * CUDA_VISIBLE_DEVICES, LAZYCLUSTER_SECRET_FILE), its working directory, its secret and cluster.json
+ * (made through the channel by the same command that runs it, never in a command line).
  */
 #include "cluster_internal.h"
+#include "../hostinfo_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -28,28 +29,58 @@ static int cluster_spec(lc_cluster *c, lc__buf *b, int index) {
   return lc__buf_printf(b, "]},\"task\":{\"type\":\"worker\",\"index\":%d}}", index);
 }
 
+/* A JSON string value: "key":"value", escaped. */
+static int json_str(lc__buf *b, const char *key, const char *value) {
+  int r;
+  if ((r = lc__buf_printf(b, "\"%s\":", key)) < 0)
+    return r;
+  return lc__json_append_string(b, value);
+}
+
+/* cluster.json: every string value escaped (host names and paths are the user's); it holds the
+ * secret, so it is written 0600 like the secret's own file. */
 static int cluster_json(lc_cluster *c, lc__buf *b, const lc__worker *w) {
-  lc__buf_printf(b, "{\"master\":{\"addr\":\"localhost\",\"port\":%d,\"host\":\"%s\"},",
-                 c->master_port, lc_runtime_name(c->master_rt));
-  lc__buf_printf(b,
-                 "\"worker_index\":%d,\"worker_count\":%d,\"host\":\"%s\",\"port\":%d,"
-                 "\"gpu\":%d,\"workdir\":\"%s\",\"workers\":[",
-                 w->info.index, w->info.count, w->host, w->info.port, w->info.gpu, w->workdir);
-  for (size_t i = 0; i < c->nworkers; i++)
-    lc__buf_printf(b, "%s{\"index\":%d,\"host\":\"%s\",\"port\":%d,\"gpu\":%d}", i ? "," : "",
-                   c->workers[i].info.index, c->workers[i].host, c->workers[i].info.port,
+  lc__buf_printf(b, "{\"master\":{\"addr\":\"localhost\",\"port\":%d,", c->master_port);
+  json_str(b, "host", lc_runtime_name(c->master_rt));
+  lc__buf_printf(b, "},\"worker_index\":%d,\"worker_count\":%d,", w->info.index, w->info.count);
+  json_str(b, "host", w->host);
+  lc__buf_printf(b, ",\"port\":%d,\"gpu\":%d,", w->info.port, w->info.gpu);
+  json_str(b, "workdir", w->workdir);
+  lc__buf_puts(b, ",");
+  json_str(b, "secret", c->secret);
+  lc__buf_puts(b, ",\"workers\":[");
+  for (size_t i = 0; i < c->nworkers; i++) {
+    lc__buf_printf(b, "%s{\"index\":%d,", i ? "," : "", c->workers[i].info.index);
+    json_str(b, "host", c->workers[i].host);
+    lc__buf_printf(b, ",\"port\":%d,\"gpu\":%d}", c->workers[i].info.port,
                    c->workers[i].info.gpu);
+  }
   lc__buf_puts(b, "],\"tf_config\":");
   cluster_spec(c, b, w->info.index);
   return lc__buf_puts(b, "}\n");
+}
+
+int lc__cluster_secret_setup(lc_cluster *c, lc__buf *b, const char *dir) {
+  int r;
+  /* a subshell: the umask of the files, whatever umask the process itself is given */
+  if ((r = lc__buf_puts(b, "(umask 077 && ")) < 0)
+    return r;
+  if (dir != NULL && ((r = lc__buf_puts(b, "mkdir -p ")) < 0 ||
+                      (r = lc__buf_shell_quote(b, dir)) < 0 || (r = lc__buf_puts(b, " && cd ")) < 0 ||
+                      (r = lc__buf_shell_quote(b, dir)) < 0 || (r = lc__buf_puts(b, " && ")) < 0))
+    return r;
+  if ((r = lc__buf_puts(b, "rm -f secret && printf '%s\\n' ")) < 0 ||
+      (r = lc__buf_shell_quote(b, c->secret)) < 0 || (r = lc__buf_puts(b, " > secret")) < 0)
+    return r;
+  return 0;
 }
 
 /* Starts worker w: its directory and cluster.json are made by the same command that runs it. */
 int lc__worker_spawn(lc_cluster *c, lc__worker *w) {
   lc__buf spec = {0}, js = {0}, full = {0};
   char *cmd = NULL, *q_dir = NULL, *q_json = NULL, *host_env = NULL, *dir_env = NULL;
-  char *tf_env = NULL, e[5][64], label[32];
-  const char *more[10];
+  char *tf_env = NULL, *secret_env = NULL, e[5][64], label[32];
+  const char *more[11];
   char **env = NULL;
   size_t nmore = 0;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
@@ -76,12 +107,17 @@ int lc__worker_spawn(lc_cluster *c, lc__worker *w) {
     more[nmore++] = e[4];
     more[nmore++] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
   }
+  secret_env = lc__sprintf("LAZYCLUSTER_SECRET_FILE=%s/secret", w->workdir);
+  more[nmore++] = secret_env;
   cluster_json(c, &js, w);
-  if (host_env == NULL || dir_env == NULL || tf_env == NULL ||
+  /* made before the command, in a subshell of umask 077: the directory (0700), the secret and
+   * cluster.json (0600); then the command runs there */
+  if (host_env == NULL || dir_env == NULL || tf_env == NULL || secret_env == NULL ||
       (env = lc__cluster_env(c, more, nmore)) == NULL || lc_shell_quote(&q_dir, w->workdir) < 0 ||
-      lc_shell_quote(&q_json, js.data) < 0 ||
-      lc__buf_printf(&full, "mkdir -p %s && cd %s && printf '%%s' %s > cluster.json || exit 125",
-                     q_dir, q_dir, q_json) < 0) {
+      lc_shell_quote(&q_json, js.data) < 0 || lc__cluster_secret_setup(c, &full, w->workdir) < 0 ||
+      lc__buf_printf(&full, " && rm -f cluster.json && printf '%%s' %s > cluster.json) && cd %s || "
+                            "exit 125",
+                     q_json, q_dir) < 0) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
@@ -103,6 +139,7 @@ out:
   free(host_env);
   free(dir_env);
   free(tf_env);
+  free(secret_env);
   free(env);
   lc__buf_free(&spec);
   lc__buf_free(&js);

@@ -37,11 +37,13 @@ int lc__master_runtime(lc_cluster *c) {
   return 0;
 }
 
-/* Spawns the master on port, once its working directory is there. */
+/* Spawns the master on port, once its working directory is there; its secret is written there
+ * (0600) by the command that runs it. */
 static int master_spawn(lc_cluster *c, int port) {
-  char *cmd = NULL, penv[64];
-  const char *more[2] = {penv, "LAZYCLUSTER_MASTER_ADDR=localhost"};
+  char *cmd = NULL, *secret_env = NULL, penv[64];
+  const char *more[3] = {penv, "LAZYCLUSTER_MASTER_ADDR=localhost", NULL};
   char **env = NULL;
+  lc__buf setup = {0};
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   const char *wd = NULL;
   int r;
@@ -49,7 +51,12 @@ static int master_spawn(lc_cluster *c, int port) {
   snprintf(penv, sizeof(penv), "LAZYCLUSTER_MASTER_PORT=%d", port);
   if ((r = c->m->command(c->m, c, port, &cmd)) < 0)
     return r;
-  if ((env = lc__cluster_env(c, more, 2)) == NULL ||
+  if ((r = lc_runtime_workdir(&wd, c->master_rt)) < 0)
+    goto out;
+  if ((secret_env = lc__sprintf("LAZYCLUSTER_SECRET_FILE=%s/secret", wd)) == NULL ||
+      (more[2] = secret_env, env = lc__cluster_env(c, more, 3)) == NULL ||
+      lc__cluster_secret_setup(c, &setup, NULL) < 0 ||
+      lc__buf_puts(&setup, ") || exit 125") < 0 ||
       (c->master_out = lc__output_new(c, -1, lc_runtime_name(c->master_rt))) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
@@ -58,14 +65,12 @@ static int master_spawn(lc_cluster *c, int port) {
   c->count = 0;
   c->changes = 0;
   pthread_mutex_unlock(&c->mu);
-  if ((r = lc_runtime_workdir(&wd, c->master_rt)) < 0)
-    goto out;
   eo.env = (const char *const *)env;
   eo.cwd = wd;
   eo.on_line = lc__cluster_on_line;
   eo.payload = c->master_out;
   eo.label = "master";
-  if ((r = lc_runtime_spawn(&c->master_proc, c->master_rt, cmd, &eo)) < 0)
+  if ((r = lc__runtime_spawn_setup(&c->master_proc, c->master_rt, cmd, &eo, setup.data)) < 0)
     goto out;
   c->master_port = port;
   lc__cluster_note(c, "%s master starting on port %d: %s", lc_runtime_name(c->master_rt), port,
@@ -76,7 +81,9 @@ out:
     c->master_out = NULL;
   }
   lc_free(cmd);
+  free(secret_env);
   free(env);
+  lc__buf_free(&setup);
   return r;
 }
 

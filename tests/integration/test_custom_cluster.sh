@@ -9,12 +9,19 @@
 #            (LC_FAKE_CUDA, fake_cuda_compute.c: "device" memory is checked host memory), so the
 #            example's GPU code runs without a GPU: cublasSdot; a device round trip without
 #            cuBLAS; copies that fail (the CPU takes over). No real GPU is involved.
+#   intruders: the job server alone on test host lab1 (as root, its secret in a 0600 file under
+#            /root), and on lab1: a worker run by nobody (cannot read the secret), a connection
+#            by nobody that does not authenticate, a worker of nobody with a secret of its own
+#            (a wrong proof): the master refuses each (closes, logs); then the owner's worker
+#            with the secret does the whole job. And on this machine: a worker refuses a server
+#            on the master's port that cannot prove the secret (a squatter).
 set -u
 mode=${1:?usage: test_custom_cluster.sh hosts|local|fakegpu}
 bin=${LC_CUSTOM_CLUSTER:?LC_CUSTOM_CLUSTER names the custom_cluster example binary}
 passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+not() { ! "$@"; }
 check() { # NAME CONDITION...
   local name=$1; shift
   if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
@@ -150,6 +157,90 @@ fakegpu)
   check "fallback: each worker's copies failed and the CPU took over" \
     [ "$(grep -c 'worker-[0-9]\] worker: cudaMemcpy to the device failed: error 1: invalid argument: the CPU takes over$' "$tmp/err")" -eq 4 ]
   local_leftovers fallback
+  ;;
+intruders)
+  dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
+  th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
+  # the binary where nobody may run it (this machine's /var/tmp is the hosts' too)
+  bindir=$(mktemp -d /var/tmp/lc-custom.XXXXXX) && chmod 755 "$bindir" &&
+    cp "$bin" "$bindir/custom_cluster" && chmod 755 "$bindir/custom_cluster" ||
+    { echo "cannot copy $bin to /var/tmp" >&2; exit 1; }
+  trap 'rm -rf "$tmp" "$bindir"; "$th" exec 1 -- rm -rf /root/lc-custom-secret /tmp/lc-nobody' EXIT
+  port=$((64400 + RANDOM % 500))
+  secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  "$th" exec 1 -- sh -c "umask 077 && mkdir -p /root/lc-custom-secret &&
+    printf '%s\n' $secret > /root/lc-custom-secret/secret"
+  as_nobody() { "$th" exec 1 -- setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
+  worker_env() { # SECRET_FILE: a worker's environment for a job of one worker
+    echo LAZYCLUSTER_SECRET_FILE="$1" LAZYCLUSTER_MASTER_PORT=$port LAZYCLUSTER_WORKER_INDEX=0 \
+      LAZYCLUSTER_WORKER_COUNT=1 LAZYCLUSTER_HOST=lab1 LC_CUDART_PATH=/nonexistent/libcudart.so
+  }
+  "$th" exec 1 -- env LAZYCLUSTER_SECRET_FILE=/root/lc-custom-secret/secret \
+    timeout 120 "$bindir/custom_cluster" master $port >"$tmp/m.out" 2>"$tmp/m.err" &
+  mpid=$!
+  for _ in $(seq 100); do grep -q '^listening on' "$tmp/m.out" && break; sleep 0.1; done
+  check "intruders: the master listens on lab1" grep -q "^listening on 127.0.0.1:$port" "$tmp/m.out"
+
+  # nobody cannot read the owner's secret
+  as_nobody env $(worker_env /root/lc-custom-secret/secret) timeout 20 \
+    "$bindir/custom_cluster" worker >"$tmp/w1" 2>&1; rc=$?
+  sed 's/^/  nobody without the secret: /' "$tmp/w1" >&2
+  check "intruders: nobody's worker cannot read the secret (exit 2)" [ "$rc" -eq 2 ]
+  check "intruders: and says so" grep -q "cannot read the cluster's secret" "$tmp/w1"
+  # nobody connects and speaks the protocol without authenticating
+  as_nobody bash -c 'exec 3<>/dev/tcp/127.0.0.1/'$port' && read -r c <&3 &&
+    echo "HELLO 0 1 intruder CPU" >&3 && if read -r l <&3; then echo "got: $l"; else echo closed; fi' \
+    >"$tmp/w2" 2>&1
+  sed 's/^/  nobody without authenticating: /' "$tmp/w2" >&2
+  check "intruders: nobody's plain connection is closed, with no work" grep -qx closed "$tmp/w2"
+  # nobody with a secret of its own: a wrong proof
+  as_nobody sh -c 'umask 077 && mkdir -p /tmp/lc-nobody &&
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d " \n" > /tmp/lc-nobody/secret'
+  as_nobody env $(worker_env /tmp/lc-nobody/secret) timeout 20 \
+    "$bindir/custom_cluster" worker >"$tmp/w3" 2>&1; rc=$?
+  sed 's/^/  nobody with a wrong secret: /' "$tmp/w3" >&2
+  check "intruders: nobody's worker with a wrong secret is refused (exit 1)" [ "$rc" -eq 1 ]
+  check "intruders: it was told by a closed connection" grep -q "it refused our proof" "$tmp/w3"
+  # the owner's worker does the whole job
+  "$th" exec 1 -- env $(worker_env /root/lc-custom-secret/secret) timeout 60 \
+    "$bindir/custom_cluster" worker >"$tmp/w4" 2>&1 &
+  wpid=$!
+  wait "$mpid"; rc=$?
+  kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
+  sed 's/^/  master out: /' "$tmp/m.out" >&2
+  sed 's/^/  master err: /' "$tmp/m.err" >&2
+  check "intruders: the master exits 0" [ "$rc" -eq 0 ]
+  check "intruders: with the exact value from the owner's worker" grep -qx "result: $exact" "$tmp/m.out"
+  check "intruders: only the owner's worker joined" [ "$(grep -c '^joined:' "$tmp/m.out")" -eq 1 ]
+  check "intruders: the master refused the plain connection" \
+    grep -qx "master: refused a connection: it did not authenticate (it may not know the cluster's secret)" "$tmp/m.err"
+  check "intruders: the master refused the wrong proof" \
+    grep -qx "master: refused a connection: wrong proof: it does not know the cluster's secret" "$tmp/m.err"
+  check "intruders: the secret is in none of the messages" not grep -qF -- "$secret" "$tmp/m.out" "$tmp/m.err" "$tmp/w1" "$tmp/w2" "$tmp/w3"
+  "$th" exec 1 -- rm -rf /root/lc-custom-secret /tmp/lc-nobody
+  procs=$("$th" pids 1 | while read -r p; do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c 'custom_cluster')
+  check "intruders: lab1: no process left" [ "$procs" -eq 0 ]
+
+  # a squatter on the master's port here, who cannot prove the secret: the worker leaves
+  printf '%s\n' "$secret" > "$tmp/secret"; chmod 600 "$tmp/secret"
+  sport=$((64900 + RANDOM % 90))
+  python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(1); print("up", flush=True)
+c, _ = s.accept(); f = c.makefile("rw")
+f.write("CHALLENGE 00\n"); f.flush(); f.readline()
+f.write("PROOF " + "0" * 64 + "\n"); f.flush()
+c.recv(1)' $sport >"$tmp/sq" 2>&1 &
+  sqpid=$!
+  for _ in $(seq 50); do grep -q up "$tmp/sq" && break; sleep 0.1; done
+  env LAZYCLUSTER_SECRET_FILE="$tmp/secret" LAZYCLUSTER_MASTER_PORT=$sport LAZYCLUSTER_WORKER_INDEX=0 \
+    LAZYCLUSTER_WORKER_COUNT=1 LC_CUDART_PATH=/nonexistent/libcudart.so timeout 20 "$bin" worker >"$tmp/w5" 2>&1; rc=$?
+  kill "$sqpid" 2>/dev/null; wait "$sqpid" 2>/dev/null
+  sed 's/^/  worker vs a squatter: /' "$tmp/w5" >&2
+  check "intruders: a worker leaves a server that cannot prove the secret (exit 1)" [ "$rc" -eq 1 ]
+  check "intruders: and says why" grep -q "did not prove that it knows the cluster's secret: not our master" "$tmp/w5"
   ;;
 *)
   echo "unknown mode $mode" >&2

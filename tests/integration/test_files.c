@@ -102,6 +102,16 @@ static void run_modes(lc_runtime *rt, const char *rdir) {
   LC_CHECK(stat(back, &st) == 0 && st.st_size == 0 && (st.st_mode & 07777) == 0600);
   LC_REQUIRE_OK(lc_runtime_write_file(rt, "~/in-home.txt", "x", 1, 0644, 10000)); /* ~ = home */
   LC_CHECK(remote_count(rt, "wc -c < \"$HOME/in-home.txt\"") == 1);
+  /* no mode: 0600 */
+  LC_REQUIRE_OK(lc_runtime_write_file(rt, rpath, "x", 1, 0, 10000));
+  snprintf(cmd, sizeof(cmd), "stat -c %%a %s", rpath);
+  LC_CHECK(remote_count(rt, cmd) == 600);
+  /* a fetched setuid, setgid, sticky file arrives without those bits, as OpenSSH fetches it */
+  snprintf(cmd, sizeof(cmd), "chmod 7755 %s && stat -c %%a %s", rpath, rpath);
+  LC_CHECK(remote_count(rt, cmd) == 7755);
+  LC_REQUIRE_OK(lc_runtime_get_file(rt, rpath, back, 10000));
+  LC_CHECK(stat(back, &st) == 0 && (st.st_mode & 07777) == 0755);
+  unlink(back);
 }
 
 static void test_modes_ssh(void) { run_modes(ssh_rt, "/tmp"); }
@@ -175,6 +185,9 @@ static void test_workdir(void) {
   LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
   LC_REQUIRE_OK(lc_runtime_workdir(&wd, rt));
   LC_CHECK_CONTAINS(wd, "/.cache/lazycluster/");
+  /* 0700, in a root that is the user's and writable by nobody else */
+  snprintf(cmd, sizeof(cmd), "stat -c %%a %s", wd);
+  LC_CHECK(remote_count(rt, cmd) == 700);
   LC_REQUIRE_OK(lc_runtime_workdir(&wd2, rt));
   LC_CHECK(wd == wd2);
   snprintf(cmd, sizeof(cmd), "test -d %s && echo 1", wd);
@@ -197,7 +210,30 @@ static void test_workdir(void) {
   LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
   snprintf(cmd, sizeof(cmd), "test -d '%s' && echo 1 || echo 0", kept);
   LC_CHECK(remote_count(rt, cmd) == 1);
+  snprintf(cmd, sizeof(cmd), "stat -c %%a '%s'", kept);
+  LC_CHECK(remote_count(rt, cmd) == 700);
   lc_runtime_free(rt);
+
+  /* a root others may write into, or of another user, is refused, naming host and path */
+  {
+    static const char *const spoil[] = {"chmod 0777 '/tmp/lc-work root'",
+                                        "chmod 0775 '/tmp/lc-work root'",
+                                        "chmod 0700 '/tmp/lc-work root' && "
+                                        "chown 65534 '/tmp/lc-work root'"};
+    for (size_t i = 0; i < sizeof(spoil) / sizeof(spoil[0]); i++) {
+      LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
+      snprintf(cmd, sizeof(cmd), "%s && echo 1", spoil[i]);
+      LC_CHECK(remote_count(rt, cmd) == 1);
+      LC_CHECK(lc_runtime_workdir(&wd, rt) == -EPERM);
+      LC_CHECK_CONTAINS(lc_error_last(), "lab1");
+      LC_CHECK_CONTAINS(lc_error_last(), "/tmp/lc-work root is owned by uid");
+      LC_CHECK_CONTAINS(lc_error_last(), i == 2 ? "uid 65534" : i == 0 ? "mode 777" : "mode 775");
+      lc_runtime_free(rt);
+    }
+    LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
+    LC_CHECK(remote_count(rt, "rm -rf '/tmp/lc-work root' && echo 1") == 1);
+    lc_runtime_free(rt);
+  }
 }
 
 int main(int argc, char **argv) {

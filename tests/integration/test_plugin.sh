@@ -134,6 +134,21 @@ refuse: needs lazycluster 99.0.0 (99000000), got"
 refused "no make" --type "$nomake" --workers 1
 check "no make: says so" has "$nomake: its cluster type has no make: it needs a name and make"
 
+# a plug-in others could have written: refused, naming the file or directory, owner and mode
+mkdir -m 0755 "$tmp/unsafe"
+cp "$so" "$tmp/unsafe/libww.so"; chmod 0666 "$tmp/unsafe/libww.so"
+refused "world-writable plug-in" --type "$tmp/unsafe/libww.so" --workers 1
+check "world-writable plug-in: names the file, its owner and mode" has "refused the cluster type \
+$tmp/unsafe/libww.so: its file $tmp/unsafe/libww.so is owned by uid $(id -u) with mode 0666"
+chmod 0644 "$tmp/unsafe/libww.so"; chmod 0777 "$tmp/unsafe"
+refused "plug-in in a world-writable directory" --type "$tmp/unsafe/libww.so" --workers 1
+check "plug-in in a world-writable directory: names the directory" has "its directory \
+$tmp/unsafe is owned by uid $(id -u) with mode 0777"
+chmod 0755 "$tmp/unsafe"
+# a name without a slash is not looked up in LD_LIBRARY_PATH
+LD_LIBRARY_PATH=$tmp/unsafe refused "plug-in by bare name" --type libww.so --workers 1
+check "plug-in by bare name: not searched, says to give ./libww.so" has "give ./libww.so"
+
 refused "make fails" --type "$makefail" --workers 1
 check "make fails: the type's detail, after the file and the type" has "start: --type $makefail: \
 the makefail type could not make its launchers: makefail: the licence server lic.invalid:27000 \

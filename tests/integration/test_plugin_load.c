@@ -10,6 +10,9 @@
 #include <lazycluster.h>
 
 #include <errno.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char *env(const char *name) {
   const char *v = getenv(name);
@@ -85,6 +88,63 @@ static void test_good(void) {
   LC_CHECK(lc_cluster_type_find("limits") == NULL); /* find knows the built-ins only */
 }
 
+/* Loads path, expecting -EPERM with a detail that contains want. */
+static void unsafe(const char *path, const char *want) {
+  const lc_cluster_type *t = (const lc_cluster_type *)&t;
+  int r = lc_cluster_type_load(&t, path);
+  fprintf(stderr, "  %s: %d %s\n", path, r, lc_error_last());
+  LC_CHECK(r == -EPERM);
+  LC_CHECK(t == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), path);
+  LC_CHECK_CONTAINS(lc_error_last(), want);
+}
+
+/* A plug-in others could have written is refused, as ssh refuses such a key: a group- or
+ * world-writable file, one in a world-writable directory (not sticky), one of another user; a
+ * name without a slash is never looked up in the library search path, even where
+ * LD_LIBRARY_PATH would find it. A sticky world-writable directory (/tmp) is fine. */
+static void test_unsafe_paths(void) {
+  const char *good = env("LC_PLUGIN_LIMITS");
+  char dir[] = "/tmp/lc-plugin-XXXXXX", sub[64], so[128], cmd[1024], want[256];
+  const lc_cluster_type *t = NULL;
+  if (good == NULL)
+    return;
+  LC_REQUIRE(mkdtemp(dir) != NULL);
+  snprintf(sub, sizeof(sub), "%s/d", dir);
+  snprintf(so, sizeof(so), "%s/libsafe.so", sub);
+  snprintf(cmd, sizeof(cmd), "mkdir -m 0755 '%s' && cp '%s' '%s' && chmod 0644 '%s'", sub, good,
+           so, so);
+  LC_REQUIRE(system(cmd) == 0);
+  LC_CHECK_OK(lc_cluster_type_load(&t, so)); /* in /tmp (sticky), a directory of ours: fine */
+  LC_CHECK(chmod(so, 0666) == 0);
+  snprintf(want, sizeof(want), "its file %s is owned by uid %u with mode 0666", so,
+           (unsigned)geteuid());
+  unsafe(so, want);
+  LC_CHECK(chmod(so, 0664) == 0);
+  unsafe(so, "with mode 0664");
+  LC_CHECK(chmod(so, 0644) == 0);
+  LC_CHECK(chmod(sub, 0777) == 0);
+  snprintf(want, sizeof(want), "its directory %s is owned by uid %u with mode 0777", sub,
+           (unsigned)geteuid());
+  unsafe(so, want);
+  LC_CHECK(chmod(sub, 0755) == 0);
+  if (geteuid() == 0) { /* another owner: only root can make one */
+    LC_CHECK(chown(so, 65534, 65534) == 0);
+    unsafe(so, "owned by uid 65534");
+    LC_CHECK(chown(so, 0, 0) == 0);
+  }
+  /* no slash: never the search path, though LD_LIBRARY_PATH names the directory */
+  setenv("LD_LIBRARY_PATH", sub, 1);
+  t = (const lc_cluster_type *)&t;
+  LC_CHECK(lc_cluster_type_load(&t, "libsafe.so") == -ENOENT);
+  LC_CHECK(t == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "never looked up in the library search path: give "
+                                     "./libsafe.so");
+  unsetenv("LD_LIBRARY_PATH");
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  LC_CHECK(system(cmd) == 0);
+}
+
 static void test_version_and_error_set(void) {
   char v[32];
   snprintf(v, sizeof(v), "%d.%d.%d", LC_VERSION_MAJOR, LC_VERSION_MINOR, LC_VERSION_PATCH);
@@ -97,4 +157,5 @@ static void test_version_and_error_set(void) {
 }
 
 LC_TEST_MAIN(LC_TEST(test_refused), LC_TEST(test_missing_file), LC_TEST(test_api_not_exported),
-             LC_TEST(test_good), LC_TEST(test_version_and_error_set))
+             LC_TEST(test_good), LC_TEST(test_unsafe_paths),
+             LC_TEST(test_version_and_error_set))

@@ -11,7 +11,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -328,6 +330,92 @@ static void test_transfer_scripts(void) {
   lc__buf_free(&b);
 }
 
+/*
+ * Runs the script that writes a file (lc__command_write_file) for "$dir/target" with /bin/sh,
+ * with a symlink planted first at the temporary name a script could predict from its pid
+ * ("$f.lc-tmp.$$": the child's pid is known before it execs sh), pointing at "$dir/victim".
+ * path_dir, when not NULL, is the only PATH (without mktemp: the noclobber fallback). Returns
+ * the script's exit status.
+ */
+static int write_with_planted_link(const char *dir, const char *path_dir) {
+  char target[512], victim[512], link[600];
+  lc__buf script = {0};
+  int go[2], in[2], status = -1;
+  pid_t pid;
+  snprintf(target, sizeof(target), "%s/target", dir);
+  snprintf(victim, sizeof(victim), "%s/victim", dir);
+  if (lc__command_write_file(&script, target, 4, 0644) < 0 || lc__buf_append(&script, "", 1) < 0 ||
+      pipe(go) < 0 || pipe(in) < 0) {
+    lc__buf_free(&script);
+    return -1;
+  }
+  if ((pid = fork()) == 0) {
+    char c;
+    dup2(in[0], 0);
+    close(in[1]);
+    close(go[1]);
+    if (read(go[0], &c, 1) != 1)
+      _exit(99);
+    if (path_dir != NULL)
+      setenv("PATH", path_dir, 1);
+    execl("/bin/sh", "sh", "-c", script.data, (char *)NULL);
+    _exit(98);
+  }
+  close(in[0]);
+  close(go[0]);
+  snprintf(link, sizeof(link), "%s.lc-tmp.%ld", target, (long)pid);
+  LC_CHECK(symlink(victim, link) == 0);
+  LC_CHECK(write(go[1], "g", 1) == 1);
+  LC_CHECK(write(in[1], "new\n", 4) == 4);
+  close(in[1]);
+  close(go[1]);
+  waitpid(pid, &status, 0);
+  unlink(link);
+  lc__buf_free(&script);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* A symlink planted at a predictable temporary name redirects no write: with mktemp the write
+ * goes to a new file of a random name, without it the noclobber fallback refuses. */
+static void test_write_file_planted_symlink(void) {
+  char dir[] = "/tmp/lc-test-plant.XXXXXX", victim[512], target[512], bin[600], cmd[2048];
+  char buf[64] = "";
+  FILE *f;
+  struct stat st;
+  LC_REQUIRE(mkdtemp(dir) != NULL);
+  snprintf(victim, sizeof(victim), "%s/victim", dir);
+  snprintf(target, sizeof(target), "%s/target", dir);
+  snprintf(bin, sizeof(bin), "%s/bin", dir);
+  LC_REQUIRE((f = fopen(victim, "w")) != NULL);
+  fputs("old\n", f);
+  fclose(f);
+  LC_CHECK(write_with_planted_link(dir, NULL) == 0);
+  LC_REQUIRE((f = fopen(victim, "r")) != NULL);
+  LC_CHECK(fgets(buf, sizeof(buf), f) != NULL);
+  fclose(f);
+  LC_CHECK_STR(buf, "old\n");
+  LC_REQUIRE((f = fopen(target, "r")) != NULL);
+  LC_CHECK(fgets(buf, sizeof(buf), f) != NULL);
+  fclose(f);
+  LC_CHECK_STR(buf, "new\n");
+  LC_CHECK(lstat(target, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0644);
+  unlink(target);
+  /* no mktemp on PATH: the fallback's name is the predictable one, and it refuses */
+  snprintf(cmd, sizeof(cmd),
+           "mkdir '%s' && for t in cat wc chmod mv rm; do ln -s \"$(command -v $t)\" '%s'/$t; "
+           "done",
+           bin, bin);
+  LC_REQUIRE(system(cmd) == 0);
+  LC_CHECK(write_with_planted_link(dir, bin) != 0);
+  LC_REQUIRE((f = fopen(victim, "r")) != NULL);
+  LC_CHECK(fgets(buf, sizeof(buf), f) != NULL);
+  fclose(f);
+  LC_CHECK_STR(buf, "old\n");
+  LC_CHECK(access(target, F_OK) != 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+  LC_CHECK(system(cmd) == 0);
+}
+
 static void test_signal_names(void) {
   LC_CHECK(lc__signal_from_name("KILL") == SIGKILL);
   LC_CHECK(lc__signal_from_name("SIGTERM") == SIGTERM);
@@ -422,5 +510,6 @@ LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_p
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
              LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_transfer_scripts),
+             LC_TEST(test_write_file_planted_symlink),
              LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop),
              LC_TEST(test_backend_caps), LC_TEST(test_lifeline_sweep_alone))
