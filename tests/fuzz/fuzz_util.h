@@ -23,7 +23,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static char fuzz_root[64];
 
-static inline int fuzz_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+static inline int fuzz_remove_one(const char *path, const struct stat *st, int flag,
+                                  struct FTW *ftw) {
   (void)st;
   (void)flag;
   (void)ftw;
