@@ -470,9 +470,9 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
                 rt ? rt->name : "host");
   p->finished = 1;
   p->on_line = NULL;
+  p->rt = NULL; /* under the lock: lc__process_end_wait reads it from another thread */
   lc__engine_broadcast(p->engine);
   lc__engine_unlock(p->engine);
-  p->rt = NULL;
   p->backend = NULL;
   if (p->on_finish != NULL)
     p->on_finish(p, p->finish_arg);
@@ -730,11 +730,12 @@ void lc__process_end_begin(lc_process *p) {
  * nobody would confirm it. */
 void lc__process_end_wait(lc_process *p, uint64_t deadline) {
   uint64_t now = lc__now_ms();
-  if (p == NULL || !p->lifeline || now >= deadline || p->rt == NULL ||
-      !lc_runtime_is_connected(p->rt))
+  if (p == NULL || !p->lifeline || now >= deadline)
     return;
+  /* p->rt and p->finished change on the engine thread, under the engine's lock */
   lc__engine_lock(p->engine);
-  lc__engine_wait(p->engine, &p->finished, (int)(deadline - now));
+  if (!p->finished && p->rt != NULL && lc_runtime_is_connected(p->rt))
+    lc__engine_wait(p->engine, &p->finished, (int)(deadline - now));
   lc__engine_unlock(p->engine);
 }
 

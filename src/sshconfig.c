@@ -1956,9 +1956,11 @@ void lc__ssh_host_clear(lc__ssh_host *h) {
 int lc__ssh_host_copy(lc__ssh_host *out, const lc__ssh_host *h) {
   lc__ssh_host c = *h;
   int r = 0;
-#define DUP(field) (c.field = h->field ? lc__strdup(h->field) : NULL, h->field && !c.field)
+/* each copy is tried, whatever failed before it: '|', not '||' (int: clang's
+ * -Wbitwise-instead-of-logical) */
+#define DUP(field) (c.field = h->field ? lc__strdup(h->field) : NULL, (int)(h->field && !c.field))
 #define DUPV(field, n)                                                                             \
-  (c.field = h->field ? lc__calloc(h->n + 1, sizeof(char *)) : NULL, h->field && !c.field)
+  (c.field = h->field ? lc__calloc(h->n + 1, sizeof(char *)) : NULL, (int)(h->field && !c.field))
   bool bad = DUP(alias) | DUP(hostname) | DUP(user) | DUP(local_user) | DUP(identity_agent) |
              DUP(identity_agent_raw) | DUP(proxy_jump) | DUP(proxy_command) |
              DUP(proxy_command_raw) | DUP(known_hosts) | DUP(global_known_hosts_raw) |

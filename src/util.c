@@ -27,7 +27,7 @@ char *lc__strdup(const char *s) { return s ? lc__strndup(s, strlen(s)) : NULL; }
 
 char *lc_strdup(const char *s) { return lc__strdup(s); }
 
-static char *vsprintf_new(const char *fmt, va_list ap) {
+__attribute__((format(printf, 1, 0))) static char *vsprintf_new(const char *fmt, va_list ap) {
   va_list again;
   char *d;
   int n;

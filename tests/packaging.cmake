@@ -3,8 +3,10 @@
 # Needs the whole project built, which ctest runs after.
 
 set(LC_CONSUMER_FLAGS "")
-if(LC_SANITIZE)
+if(LC_SANITIZE STREQUAL "thread")
   # The installed libraries carry the sanitizer runtime; the consumer must link it too.
+  set(LC_CONSUMER_FLAGS "-fsanitize=thread")
+elseif(LC_SANITIZE OR LC_FUZZ)
   set(LC_CONSUMER_FLAGS "-fsanitize=address,undefined")
 endif()
 

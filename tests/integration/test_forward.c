@@ -907,6 +907,13 @@ static void on_state(lc_forward *f, lc_forward_state state, const char *detail, 
   pthread_mutex_unlock(&s->mu);
 }
 
+/* s's last state text, copied under its lock (the engine thread may be writing it). */
+static void state_last(states *s, char *out, size_t n) {
+  pthread_mutex_lock(&s->mu);
+  snprintf(out, n, "%s", s->last);
+  pthread_mutex_unlock(&s->mu);
+}
+
 /* Waits up to ms until both forwards are (up) or are not (!up) up and have said so. */
 static int wait_state(lc_forward *a, states *sa, lc_forward *b, states *sb, int up, int ms) {
   uint64_t end = now_ms() + (uint64_t)ms, t0 = now_ms();
@@ -944,7 +951,7 @@ static void test_sshd_restart(void) {
   host h = {0};
   ep *lsrv = NULL, *cli = NULL;
   lc_forward *fl = NULL, *fr = NULL;
-  char cmd[8192], out[256], line[256] = "";
+  char cmd[8192], out[256], line[256] = "", last_l[512], last_r[512];
   int hport = 38001, rport = 38002, ltarget, killed, ms;
   FILE *f;
 
@@ -994,12 +1001,14 @@ static void test_sshd_restart(void) {
   fprintf(stderr, "  stopped lab6's sshd and killed %d sshd session processes\n", killed);
   LC_CHECK(killed > 0);
   ms = wait_state(fl, &sl, fr, &sr, 0, 20000);
-  fprintf(stderr, "  down after %d ms: -L \"%s\"; -R \"%s\"\n", ms, sl.last, sr.last);
+  state_last(&sl, last_l, sizeof(last_l));
+  state_last(&sr, last_r, sizeof(last_r));
+  fprintf(stderr, "  down after %d ms: -L \"%s\"; -R \"%s\"\n", ms, last_l, last_r);
   LC_CHECK(ms >= 0);
   LC_CHECK(!lc_forward_is_up(fl) && !lc_forward_is_up(fr));
-  LC_CHECK(strncmp(sl.last, "DOWN", 4) == 0 && strncmp(sr.last, "DOWN", 4) == 0);
-  LC_CHECK_CONTAINS(sl.last, "lab6");
-  LC_CHECK_CONTAINS(sr.last, "lab6");
+  LC_CHECK(strncmp(last_l, "DOWN", 4) == 0 && strncmp(last_r, "DOWN", 4) == 0);
+  LC_CHECK_CONTAINS(last_l, "lab6");
+  LC_CHECK_CONTAINS(last_r, "lab6");
   /* while down, the -L port still listens here and closes what comes in */
   cli = ep_start(&local, "--timeout 30 connect 127.0.0.1 %d hold", lc_forward_port(fl));
   LC_CHECK(ep_wait_line(cli, "closed ", line, sizeof(line), 15000) == 0);
@@ -1009,8 +1018,10 @@ static void test_sshd_restart(void) {
   LC_CHECK(th_run("start-sshd 6") == 0);
   restore_sshd[0] = '\0';
   ms = wait_state(fl, &sl, fr, &sr, 1, 40000);
-  fprintf(stderr, "  up again %d ms after sshd started: -L \"%s\"; -R \"%s\"\n", ms, sl.last,
-          sr.last);
+  state_last(&sl, last_l, sizeof(last_l));
+  state_last(&sr, last_r, sizeof(last_r));
+  fprintf(stderr, "  up again %d ms after sshd started: -L \"%s\"; -R \"%s\"\n", ms, last_l,
+          last_r);
   LC_CHECK(ms >= 0);
   LC_CHECK(lc_forward_is_up(fl) && lc_forward_is_up(fr));
   LC_CHECK(one_check(&local, lc_forward_port(fl), 3) == 0);
