@@ -8,6 +8,9 @@
  *   addresses and the setting, and afterwards nothing listens on the port there (the host's
  *   /proc/net/tcp{,6}); as root and as lcsh the forward comes up on loopback alone and carries a
  *   connection made on the host. Nothing of ours is left on the host.
+ * - Originators: a -R forward as root on lab0 carries a connection made there to 127.0.0.1, but
+ *   one made from lab0's own network address (sshd reports that originator) is closed unrelayed,
+ *   and the engine's on_notice names the host, the port and the originator.
  * - Squatting: a worker that never listens, and uid 65534 (nobody) listening on its port on its
  *   host once the worker runs there (the port is known: a single worker port): the start must
  *   not report ready, and its error names uid 65534. Nothing is left on any host.
@@ -255,6 +258,91 @@ static void test_gatewayports(void) {
   remove_gw[0] = '\0';
 }
 
+/* ---- originators ---------------------------------------------------------------------------- */
+
+typedef struct notices {
+  pthread_mutex_t mu;
+  int n;
+  char last[1024];
+} notices;
+
+static void on_notice(const char *message, void *payload) {
+  notices *nt = payload;
+  pthread_mutex_lock(&nt->mu);
+  nt->n++;
+  snprintf(nt->last, sizeof(nt->last), "%s", message);
+  pthread_mutex_unlock(&nt->mu);
+}
+
+/* Waits up to 15 s for a notice; how many came, the last one in last. */
+static int notices_wait(notices *nt, char *last, size_t size) {
+  int n = 0;
+  for (int tries = 0; tries < 150; tries++) {
+    pthread_mutex_lock(&nt->mu);
+    n = nt->n;
+    snprintf(last, size, "%s", nt->last);
+    pthread_mutex_unlock(&nt->mu);
+    if (n > 0)
+      break;
+    sleep_ms(100);
+  }
+  return n;
+}
+
+/* A connection made in host i to 127.0.0.1:port from the host's own network address: whether it
+ * was closed (EOF or reset) without a byte, within 15 s. */
+static int closed_from_host_address(int i, int port) {
+  struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+  struct pollfd pf = {.events = POLLIN};
+  char b;
+  int c = th_socket_in(i), closed = 0;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons((uint16_t)port);
+  pf.fd = c;
+  if (c >= 0 && inet_pton(AF_INET, th_addr(i), &from.sin_addr) == 1 &&
+      bind(c, (struct sockaddr *)&from, sizeof(from)) == 0 &&
+      connect(c, (struct sockaddr *)&to, sizeof(to)) == 0 && poll(&pf, 1, 15000) == 1)
+    closed = recv(c, &b, 1, 0) <= 0;
+  if (c >= 0)
+    close(c);
+  return closed;
+}
+
+static void test_foreign_originator(void) {
+  notices nt = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
+  lc_engine *engine = NULL;
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  struct pollfd pf = {.events = POLLIN};
+  int target = 0, fd = listen_here(&target), wide = 0;
+  char last[1024], want[160];
+  const int port = 64441;
+
+  LC_REQUIRE(fd >= 0);
+  pf.fd = fd;
+  eo.on_notice = on_notice;
+  eo.payload = &nt;
+  LC_REQUIRE_OK(lc_engine_new(&engine, &eo));
+  LC_REQUIRE((rt = connect_as(engine, "lab0")) != NULL);
+  LC_REQUIRE_OK(lc_forward_new(&f, rt, LC_FORWARD_REMOTE, port, "127.0.0.1", target, NULL));
+  LC_CHECK(carried(0, port, fd)); /* from loopback: carried */
+  LC_CHECK(closed_from_host_address(0, port));
+  LC_CHECK(poll(&pf, 1, 0) == 0); /* nothing reached the target */
+  LC_CHECK(notices_wait(&nt, last, sizeof(last)) == 1);
+  fprintf(stderr, "  notice: %s\n", last);
+  snprintf(want, sizeof(want),
+           "lab0: refused a connection to our -R forward of port %d from %s:", port, th_addr(0));
+  LC_CHECK_CONTAINS(last, want);
+  LC_CHECK(lc_forward_is_up(f)); /* one refused connection leaves the forward up */
+  lc_forward_free(f);
+  lc_runtime_free(rt);
+  lc_engine_free(engine);
+  close(fd);
+  LC_CHECK(host_listeners_settled(0, port, &wide) == 0);
+  LC_CHECK(host_leftovers(0) == 0);
+}
+
 /* ---- squatting ------------------------------------------------------------------------------ */
 
 typedef struct start_arg {
@@ -378,5 +466,5 @@ static void cleanup_gw(void) {
 
 static void test_cleanup(void) { cleanup_gw(); }
 
-LC_TEST_MAIN(LC_TEST(test_setup), LC_TEST(test_gatewayports), LC_TEST(test_squatted_worker_port),
-             LC_TEST(test_cleanup))
+LC_TEST_MAIN(LC_TEST(test_setup), LC_TEST(test_gatewayports), LC_TEST(test_foreign_originator),
+             LC_TEST(test_squatted_worker_port), LC_TEST(test_cleanup))
