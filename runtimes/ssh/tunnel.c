@@ -458,12 +458,12 @@ static lc__ssh_global_req *req_push(lc__ssh_conn *c, lc_forward *f, const char *
 }
 
 /* A forward refused after the host granted its listen (and closed it again): its start fails,
- * or, back after a reconnect, it stays down. */
+ * or, back after a reconnect, it stays down and its on_state hears why (a second DOWN). */
 static void refused_done(lc_forward *f, const lc__err *why) {
   if (f->call != NULL)
     lc__forward_ready(f, why);
   else
-    lc__forward_set_up(f, 0, why->msg);
+    lc__forward_set_refused(f, why->msg);
 }
 
 /* Closes f's listen on the host at once (cancel-tcpip-forward) and its connections; once the
