@@ -36,6 +36,12 @@ void lc__forward_set_up(lc_forward *f, int up, const char *detail) {
     f->on_state(f, up ? LC_FORWARD_UP : LC_FORWARD_DOWN, detail ? detail : "", f->payload);
 }
 
+void lc__forward_set_refused(lc_forward *f, const char *detail) {
+  __atomic_store_n(&f->up, 0, __ATOMIC_RELEASE);
+  if (f->announced && f->on_state != NULL)
+    f->on_state(f, LC_FORWARD_DOWN, detail ? detail : "", f->payload);
+}
+
 static void unlink_forward(lc_forward *f);
 
 void lc__forward_ready(lc_forward *f, const lc__err *err) {

@@ -179,9 +179,11 @@ static void describe_uid(uid_t uid, char *out, size_t size) {
   snprintf(out, size, name[0] ? "uid %u (%s)" : "uid %u", (unsigned)uid, name);
 }
 
-/* Whether a refusal may be told now (the rate limit), and how many were held back before it. */
-static int notice_allowed(lc__peers_state *ps, unsigned long *held) {
+int lc__peer_notice_allowed(lc_engine *e, char *more, size_t size) {
+  lc__peers_state *ps = lc__engine_peers_state(e);
   uint64_t now = lc__now_ms();
+  if (size > 0)
+    more[0] = '\0';
   if (now - ps->window_start_ms >= NOTICE_WINDOW_MS) {
     ps->window_start_ms = now;
     ps->shown = 0;
@@ -191,20 +193,18 @@ static int notice_allowed(lc__peers_state *ps, unsigned long *held) {
     return 0;
   }
   ps->shown++;
-  *held = ps->held;
+  if (ps->held > 0)
+    snprintf(more, size, " (%lu more refused before this one, not shown)", ps->held);
   ps->held = 0;
   return 1;
 }
 
 static void refuse(lc_engine *e, lc__peers_state *ps, int policy, const char *bind, int port,
                    const lc__peer *p, const char *why) {
-  char who[320], owner[320], msg[1024], more[96] = "";
-  unsigned long held = 0;
+  char who[320], owner[320], msg[1024], more[96];
   int v6 = strchr(bind, ':') != NULL;
-  if (!notice_allowed(ps, &held))
+  if (!lc__peer_notice_allowed(e, more, sizeof(more)))
     return;
-  if (held > 0)
-    snprintf(more, sizeof(more), " (%lu more refused before this one, not shown)", held);
   describe_uid(ps->owner, owner, sizeof(owner));
   if (why != NULL) {
     snprintf(msg, sizeof(msg), "%s%s%s:%d: refused a connection: cannot tell who made it: %s%s",

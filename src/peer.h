@@ -32,6 +32,15 @@ int lc__peer_lookup(lc__peer *out, int *nl, int fd, lc__err *err);
 void lc__peer_close(int *nl);
 
 /*
+ * Whether a refusal notice may be shown now: at most 20 per 10 s and engine (peer.c), the
+ * rest counted, so that a stranger who connects in a loop cannot flood the log. The peer check
+ * and the -R forwards' refusals share the one limit. When allowed, more gets "" or, after held
+ * notices, " (N more refused before this one, not shown)" to end the message with. Returns 1
+ * (show it: lc__engine_notice) or 0 (counted, not shown).
+ */
+int lc__peer_notice_allowed(lc_engine *e, char *more, size_t size);
+
+/*
  * Whether the peer of client, just accepted on a listener of ours at bind:port, may connect under
  * policy (an lc_peers; -1: the engine's). A refused peer is reported through the engine's
  * on_notice, naming the listener, the peer's uid and user; the caller closes the connection.

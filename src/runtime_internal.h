@@ -257,6 +257,9 @@ int lc__proc_in_pending(const lc_process *p);
 /* forward.c, for backends */
 void lc__forward_ready(lc_forward *f, const lc__err *err);
 void lc__forward_set_up(lc_forward *f, int up, const char *detail);
+/* f is down for a reason its owner must hear even when it was down already (a -R listen refused
+ * after a reconnect, already DOWN from the lost connection): a DOWN with detail, again if so. */
+void lc__forward_set_refused(lc_forward *f, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
 

@@ -249,7 +249,9 @@ typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event,
 /** Options of a cluster. A zero field means the default. */
 typedef struct lc_cluster_options {
   unsigned int version;
-  /** The runtime that runs the master; NULL: this machine. */
+  /** The runtime that runs the master; NULL: this machine (the group's "localhost", else a
+   * runtime of the cluster's own whose umask is the union of the group's runtimes' umasks, as
+   * strict as each of them: lc_runtime_options.umask). */
   const char *master_host;
   /** The master's port; default 60000; another free one from master_ports when it is taken. */
   int master_port;

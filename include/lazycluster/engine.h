@@ -28,8 +28,10 @@ typedef enum lc_peers {
 } lc_peers;
 
 /** Receives a notice of the engine (a refused peer: "127.0.0.1:40123: refused a connection from
- * uid 65534 (nobody): only uid 1000 (alice) may connect (...)"). Refusals are told at most 20 in
- * 10 s; the next one told says how many were held back. Engine thread: must not block. */
+ * uid 65534 (nobody): only uid 1000 (alice) may connect (...)"; a connection that sshd forwarded
+ * to a -R forward from an address other than the host's loopback: "lab3: refused a connection to
+ * our -R forward of port 60000 from 10.0.0.7:51234: ..."). Refusals are told at most 20 in 10 s;
+ * the next one told says how many were held back. Engine thread: must not block. */
 typedef void (*lc_engine_notice_cb)(const char *message, void *payload);
 
 /** Options of an engine. A zero field means the default. */

@@ -47,7 +47,9 @@ typedef struct lc_forward_options {
   unsigned int version;
   /** Where the listener binds: "127.0.0.1" (default) or "::1"; nothing else is accepted. */
   const char *bind_address;
-  /** State changes after the forward first came up; NULL for none. */
+  /** State changes after the forward first came up, and a DOWN again when, back after a
+   * reconnect, its listen on the host was refused (detail: why; it then stays down); NULL for
+   * none. */
   lc_forward_cb on_state;
   void *payload;
   /* version 2 */

@@ -87,9 +87,12 @@ LC_EXTERN int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms)
  * Waits until port listens on rt (as lc_ports_listening sees it) while proc, the process that
  * should listen there, runs: its end ends the wait at once, since every pause is a wait on it
  * (10 ms at first, growing to 50 ms). For a launcher's wait_ready (lc_cluster_master_runtime and
- * lc_cluster_master_process give both). Returns 0; -ETIMEDOUT after timeout_ms; LC_EREMOTE when
- * proc ended (also when it ended as the port listened: someone else's listener); -EINVAL. The
- * detail names the host and the port.
+ * lc_cluster_master_process give both). A listener on port owned by a uid other than the one
+ * rt runs as (where the host tells owners: ss -e or /proc/net/tcp's uid column) is never taken
+ * for proc's: the wait ends at once. Returns 0; -ETIMEDOUT after timeout_ms; LC_EREMOTE when proc
+ * ended (also when it ended as the port listened: someone else's listener); -EADDRINUSE when
+ * another uid listens on port (the detail names that uid and its address); -EINVAL. The detail
+ * names the host and the port.
  */
 LC_EXTERN int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int timeout_ms);
 

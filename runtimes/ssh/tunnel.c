@@ -19,6 +19,7 @@
  */
 #include "ssh_internal.h"
 
+#include "../../src/peer.h"
 #include "../../src/ports_internal.h"
 
 #include <arpa/inet.h>
@@ -457,12 +458,12 @@ static lc__ssh_global_req *req_push(lc__ssh_conn *c, lc_forward *f, const char *
 }
 
 /* A forward refused after the host granted its listen (and closed it again): its start fails,
- * or, back after a reconnect, it stays down. */
+ * or, back after a reconnect, it stays down and its on_state hears why (a second DOWN). */
 static void refused_done(lc_forward *f, const lc__err *why) {
   if (f->call != NULL)
     lc__forward_ready(f, why);
   else
-    lc__forward_set_up(f, 0, why->msg);
+    lc__forward_set_refused(f, why->msg);
 }
 
 /* Closes f's listen on the host at once (cancel-tcpip-forward) and its connections; once the
@@ -722,9 +723,25 @@ static int from_loopback(const char *originator) {
   return lc__listener_is_loopback(&l);
 }
 
+/* A connection forwarded from originator:oport to port, refused: told through the engine's
+ * on_notice (rate-limited with the peer check's refusals). */
+static void refused_origin(lc__ssh_conn *c, int port, const char *originator, int oport) {
+  char msg[1024], more[96];
+  int v6 = originator != NULL && strchr(originator, ':') != NULL;
+  if (!lc__peer_notice_allowed(c->rt->engine, more, sizeof(more)))
+    return;
+  snprintf(msg, sizeof(msg),
+           "%s: refused a connection to our -R forward of port %d from %s%s%s:%d: only the "
+           "host's loopback may connect (sshd listens wider than asked: GatewayPorts?)%s",
+           c->rt->name, port, v6 ? "[" : "", originator != NULL ? originator : "?", v6 ? "]" : "",
+           oport, more);
+  lc__engine_notice(c->rt->engine, msg);
+}
+
 /* Takes the connections the host forwards to us, and connects each to its forward's target. Only
  * those from the host's loopback: our listens are loopback's alone (checked once granted), and
- * one from elsewhere means sshd listened wider (GatewayPorts) and the check has not closed it yet.
+ * one from elsewhere means sshd listened wider (GatewayPorts) and the check has not closed it yet,
+ * or a process there connected from another of the host's addresses; it is refused and told.
  */
 void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
   ssh_channel ch;
@@ -737,6 +754,8 @@ void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
     uv_tcp_t *tcp = NULL;
     lc__ssh_chan *k = NULL;
     int local = from_loopback(origin);
+    if (!local)
+      refused_origin(c, dport, origin, oport);
     ssh_string_free_char(origin);
     origin = NULL;
     while (f != NULL && !(f->kind == LC_FORWARD_REMOTE && f->port == dport && f->backend == c))

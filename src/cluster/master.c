@@ -19,8 +19,21 @@ void lc__cluster_workdirs_begin(lc_cluster *c) {
       lc__runtime_workdir_begin(rts[i]);
 }
 
+/* The umask of a master on our own runtime: as strict as every runtime of the group's (the union
+ * of their masks), so that --umask reaches it as it reaches the workers; 077 in an empty group. */
+static int local_umask(const lc_cluster *c) {
+  unsigned int mask = 0;
+  size_t n = lc_group_count(c->group);
+  if (n == 0)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    mask |= lc__runtime_umask(lc_group_at(c->group, i));
+  return LC_UMASK_SET | (int)mask;
+}
+
 /* The runtime that runs the master: the named host, the group's localhost, or our own. */
 int lc__master_runtime(lc_cluster *c) {
+  lc_runtime_options ro = LC_RUNTIME_OPTIONS_INIT;
   int r;
   if (c->master_proc != NULL)
     return lc__error_set(-EINVAL, "cluster: the master already runs on port %d", c->master_port);
@@ -29,8 +42,9 @@ int lc__master_runtime(lc_cluster *c) {
       return lc__error_set(-ENOENT, "cluster: the master's host %s is not in the group",
                            c->opts.master_host);
   } else if ((c->master_rt = lc_group_find(c->group, "localhost")) == NULL) {
+    ro.umask = local_umask(c);
     if (c->local == NULL &&
-        (r = lc_runtime_new_local(&c->local, lc__group_engine(c->group), NULL)) < 0)
+        (r = lc_runtime_new_local(&c->local, lc__group_engine(c->group), &ro)) < 0)
       return r;
     c->master_rt = c->local;
   }

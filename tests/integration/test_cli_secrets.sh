@@ -6,7 +6,8 @@
 #     start's error message; the workers did get them;
 #   - on the hosts: working directories 0700, the secret and cluster.json 0600 (cluster.json is
 #     JSON and holds the same secret as LAZYCLUSTER_SECRET_FILE), what the workers make has umask
-#     077; with --umask 022 their files are 0644 while ours stay 0600 and 0700;
+#     077; with --umask 022 their files are 0644 while ours stay 0600 and 0700; the master here
+#     (on the cluster's own runtime) gets the same umask as the workers;
 #   - after every stop: nothing of it left on any host (processes, working directories) or here.
 set -u
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
@@ -71,7 +72,7 @@ nothing_left() {
 # The mode of PATH on host I (octal, as stat %a prints it).
 mode() { on_host "$1" "stat -c %a $2"; }
 wcmd="umask > umask.txt; : > made.txt; printf %s \"\$TOKEN\" > token.txt; exec $ctl serve {worker_port} w{worker_index}-$label"
-mcmd="exec $ctl serve {master_port} m-$label"
+mcmd="umask > umask.txt; exec $ctl serve {master_port} m-$label"
 
 # ---- a cluster with two values: TOKEN from this environment (--env TOKEN), TOKEN2 on the
 # ---- command line (--env TOKEN2=...)
@@ -111,6 +112,7 @@ done
 mwd=$(ls -d "$HOME"/.cache/lazycluster/* | head -1)
 check "here: the master's directory is 0700 and its secret 0600, the same secret" \
   eval '[ "$(stat -c %a "$mwd")" = 700 ] && [ "$(stat -c %a "$mwd/secret")" = 600 ] && [ "$(cat "$mwd/secret")" = "$secret" ]'
+check "here: the master's umask is 0077" [ "$(cat "$mwd/umask.txt")" = 0077 ]
 
 # logs and state: no value, no secret
 check "the logs and state hold neither value nor the secret" \
@@ -142,6 +144,11 @@ for i in 1 2; do
   check "--umask 022: lab$i: the secret and cluster.json stay 0600" \
     eval '[ "$(mode $i "$w/secret")" = 600 ] && [ "$(mode $i "$w/cluster.json")" = 600 ]'
 done
+mwd=$(ls -d "$HOME"/.cache/lazycluster/* | head -1)
+check "--umask 022: here: the master (on this machine) has umask 0022 too" \
+  [ "$(cat "$mwd/umask.txt")" = 0022 ]
+check "--umask 022: here: the master's directory stays 0700, its secret 0600" \
+  eval '[ "$(stat -c %a "$mwd")" = 700 ] && [ "$(stat -c %a "$mwd/secret")" = 600 ]'
 stop
 check "--umask 022: stop: exit 0" [ "$rc" -eq 0 ] || show
 nothing_left "--umask 022: after the stop"

@@ -843,8 +843,8 @@ static void check_tls_files(const char *where, const char *pattern, size_t n) {
 /*
  * The TLS files: on every worker host the CA and the workers' certificate and key, on the
  * master's host the scheduler's, here the client's in a 0700 client directory; all 0600. None of
- * them, and no PEM at all, appeared in a command line on any host or here during the start
- * (looked at every few ms), nor in the cluster's log.
+ * them, no PEM at all and not the cluster's secret appeared in a command line on any host or here
+ * during the start (looked at every few ms), nor in the cluster's log.
  */
 static void test_tls_files_and_ps(void) {
   char pattern[4400], local[4400];
@@ -880,6 +880,10 @@ static void test_tls_files_and_ps(void) {
   LC_CHECK(strstr(ps_watch.seen, "-----BEGIN") == NULL);
   LC_CHECK(strstr(ps_watch.seen, "PRIVATE KEY") == NULL);
   LC_CHECK(strstr(lc_cluster_log(cluster), "PRIVATE KEY") == NULL);
+  /* nor the cluster's secret (which every process has in its LAZYCLUSTER_SECRET_FILE) */
+  LC_CHECK(strlen(lc_cluster_secret(cluster)) == LC_SECRET_LEN);
+  LC_CHECK(strstr(ps_watch.seen, lc_cluster_secret(cluster)) == NULL);
+  LC_CHECK(strstr(lc_cluster_log(cluster), lc_cluster_secret(cluster)) == NULL);
 }
 
 /*

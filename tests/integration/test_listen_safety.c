@@ -8,9 +8,14 @@
  *   addresses and the setting, and afterwards nothing listens on the port there (the host's
  *   /proc/net/tcp{,6}); as root and as lcsh the forward comes up on loopback alone and carries a
  *   connection made on the host. Nothing of ours is left on the host.
+ * - Originators: a -R forward as root on lab0 carries a connection made there to 127.0.0.1, but
+ *   one made from lab0's own network address (sshd reports that originator) is closed unrelayed,
+ *   and the engine's on_notice names the host, the port and the originator.
  * - Squatting: a worker that never listens, and uid 65534 (nobody) listening on its port on its
  *   host once the worker runs there (the port is known: a single worker port): the start must
  *   not report ready, and its error names uid 65534. Nothing is left on any host.
+ * - Refused after a reconnect: a -R forward's listen refused (uid 65534 on [::1] at its port) when
+ *   it comes back after a lost connection: its on_state hears why (a second DOWN).
  */
 #include "clusterenv.h"
 #include "lc_test.h"
@@ -255,6 +260,91 @@ static void test_gatewayports(void) {
   remove_gw[0] = '\0';
 }
 
+/* ---- originators ---------------------------------------------------------------------------- */
+
+typedef struct notices {
+  pthread_mutex_t mu;
+  int n;
+  char last[1024];
+} notices;
+
+static void on_notice(const char *message, void *payload) {
+  notices *nt = payload;
+  pthread_mutex_lock(&nt->mu);
+  nt->n++;
+  snprintf(nt->last, sizeof(nt->last), "%s", message);
+  pthread_mutex_unlock(&nt->mu);
+}
+
+/* Waits up to 15 s for a notice; how many came, the last one in last. */
+static int notices_wait(notices *nt, char *last, size_t size) {
+  int n = 0;
+  for (int tries = 0; tries < 150; tries++) {
+    pthread_mutex_lock(&nt->mu);
+    n = nt->n;
+    snprintf(last, size, "%s", nt->last);
+    pthread_mutex_unlock(&nt->mu);
+    if (n > 0)
+      break;
+    sleep_ms(100);
+  }
+  return n;
+}
+
+/* A connection made in host i to 127.0.0.1:port from the host's own network address: whether it
+ * was closed (EOF or reset) without a byte, within 15 s. */
+static int closed_from_host_address(int i, int port) {
+  struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET};
+  struct pollfd pf = {.events = POLLIN};
+  char b;
+  int c = th_socket_in(i), closed = 0;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons((uint16_t)port);
+  pf.fd = c;
+  if (c >= 0 && inet_pton(AF_INET, th_addr(i), &from.sin_addr) == 1 &&
+      bind(c, (struct sockaddr *)&from, sizeof(from)) == 0 &&
+      connect(c, (struct sockaddr *)&to, sizeof(to)) == 0 && poll(&pf, 1, 15000) == 1)
+    closed = recv(c, &b, 1, 0) <= 0;
+  if (c >= 0)
+    close(c);
+  return closed;
+}
+
+static void test_foreign_originator(void) {
+  notices nt = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
+  lc_engine *engine = NULL;
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  struct pollfd pf = {.events = POLLIN};
+  int target = 0, fd = listen_here(&target), wide = 0;
+  char last[1024], want[160];
+  const int port = 64441;
+
+  LC_REQUIRE(fd >= 0);
+  pf.fd = fd;
+  eo.on_notice = on_notice;
+  eo.payload = &nt;
+  LC_REQUIRE_OK(lc_engine_new(&engine, &eo));
+  LC_REQUIRE((rt = connect_as(engine, "lab0")) != NULL);
+  LC_REQUIRE_OK(lc_forward_new(&f, rt, LC_FORWARD_REMOTE, port, "127.0.0.1", target, NULL));
+  LC_CHECK(carried(0, port, fd)); /* from loopback: carried */
+  LC_CHECK(closed_from_host_address(0, port));
+  LC_CHECK(poll(&pf, 1, 0) == 0); /* nothing reached the target */
+  LC_CHECK(notices_wait(&nt, last, sizeof(last)) == 1);
+  fprintf(stderr, "  notice: %s\n", last);
+  snprintf(want, sizeof(want),
+           "lab0: refused a connection to our -R forward of port %d from %s:", port, th_addr(0));
+  LC_CHECK_CONTAINS(last, want);
+  LC_CHECK(lc_forward_is_up(f)); /* one refused connection leaves the forward up */
+  lc_forward_free(f);
+  lc_runtime_free(rt);
+  lc_engine_free(engine);
+  close(fd);
+  LC_CHECK(host_listeners_settled(0, port, &wide) == 0);
+  LC_CHECK(host_leftovers(0) == 0);
+}
+
 /* ---- squatting ------------------------------------------------------------------------------ */
 
 typedef struct start_arg {
@@ -270,10 +360,9 @@ static void *start_thread(void *arg) {
   return NULL;
 }
 
-/* Starts uid 65534's listener on 127.0.0.1:port in host i (through testhosts exec, child *via
- * here); its pid (in this machine's pid namespace, which the hosts share) once it listens, else
- * -1. */
-static long stranger_listen(int i, int port, pid_t *via) {
+/* Starts uid 65534's listener on addr:port in host i (through testhosts exec, child *via here);
+ * its pid (in this machine's pid namespace, which the hosts share) once it listens, else -1. */
+static long stranger_listen(int i, const char *addr, int port, pid_t *via) {
   char cmd[8192], line[128];
   FILE *in;
   long pid = -1;
@@ -282,12 +371,13 @@ static long stranger_listen(int i, int port, pid_t *via) {
       cmd, sizeof(cmd),
       "exec %s exec %d --dir %s -- env -C / setpriv --reuid=65534 --regid=65534 --clear-groups "
       "/usr/bin/python3 -c 'import os, socket, time\n"
-      "s = socket.socket()\n"
-      "s.bind((\"127.0.0.1\", %d))\n"
+      "a = \"%s\"\n"
+      "s = socket.socket(socket.AF_INET6 if \":\" in a else socket.AF_INET)\n"
+      "s.bind((a, %d))\n"
       "s.listen(8)\n"
       "print(\"listening\", os.getpid(), flush=True)\n"
       "time.sleep(300)'",
-      th_script(), i, th_dir(), port);
+      th_script(), i, th_dir(), addr, port);
   *via = -1;
   if (pipe(fds) < 0)
     return -1;
@@ -338,7 +428,7 @@ static void test_squatted_worker_port(void) {
   }
   LC_CHECK(seen);
   if (seen) {
-    stranger = stranger_listen(0, 64432, &via);
+    stranger = stranger_listen(0, "127.0.0.1", 64432, &via);
     fprintf(stderr, "  nobody listens on lab0's 127.0.0.1:64432: pid %ld\n", stranger);
   }
   LC_CHECK(stranger > 0); /* without one the start waits its whole limit */
@@ -364,6 +454,71 @@ static void test_squatted_worker_port(void) {
   LC_CHECK(masters_here(o.master_port) == 0);
 }
 
+/* ---- refused after a reconnect ---------------------------------------------------------- */
+
+static void on_state(lc_forward *f, lc_forward_state state, const char *detail, void *payload) {
+  (void)f;
+  on_notice(detail, state == LC_FORWARD_DOWN ? payload : NULL);
+}
+
+/* Kills root's sshd sessions ("sshd: root@notty"); not the listener ("sshd: /usr/sbin/sshd ...").
+ */
+static int kill_session(long pid, const char *text, const void *arg) {
+  (void)arg;
+  return strncmp(text, "sshd: root", 10) == 0 && kill((pid_t)pid, SIGKILL) == 0;
+}
+
+/* A -R forward up on lab0 whose connection is lost while uid 65534 listens on [::1] at its port
+ * (an address sshd, asked for 127.0.0.1, does not take): back after the reconnect its listen is
+ * refused, and on_state hears why with a second DOWN, after the one of the lost connection. */
+static void test_refused_after_reconnect(void) {
+  notices downs = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  lc_forward_options fo = LC_FORWARD_OPTIONS_INIT;
+  lc_engine *engine = NULL;
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  long stranger = -1;
+  pid_t via = -1;
+  int target = 0, fd = listen_here(&target), wide = 0, n = 0;
+  char last[1024] = "", want[160];
+  const int port = 64451;
+
+  LC_REQUIRE(fd >= 0);
+  fo.on_state = on_state;
+  fo.payload = &downs;
+  LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
+  LC_REQUIRE((rt = connect_as(engine, "lab0")) != NULL);
+  LC_REQUIRE_OK(lc_forward_new(&f, rt, LC_FORWARD_REMOTE, port, "127.0.0.1", target, &fo));
+  stranger = stranger_listen(0, "::1", port, &via);
+  fprintf(stderr, "  nobody listens on lab0's [::1]:%d: pid %ld\n", port, stranger);
+  LC_CHECK(stranger > 0);
+  LC_CHECK(th_each_proc(0, "cmdline", kill_session, NULL) > 0); /* our connection's session */
+  /* the DOWN of the lost connection, then the refusal's */
+  for (int tries = 0; tries < 300 && n < 2; tries++) {
+    sleep_ms(100);
+    pthread_mutex_lock(&downs.mu);
+    n = downs.n;
+    snprintf(last, sizeof(last), "%s", downs.last);
+    pthread_mutex_unlock(&downs.mu);
+  }
+  fprintf(stderr, "  %d DOWN states, the last: %s\n", n, last);
+  LC_CHECK(n == 2);
+  snprintf(want, sizeof(want), "lab0: port %d is also listened on by uid 65534 ([::1]:%d)", port,
+           port);
+  LC_CHECK_CONTAINS(last, want);
+  LC_CHECK(!lc_forward_is_up(f));
+  lc_forward_free(f);
+  lc_runtime_free(rt);
+  lc_engine_free(engine);
+  close(fd);
+  if (stranger > 0)
+    kill((pid_t)stranger, SIGKILL);
+  if (via > 0)
+    waitpid(via, NULL, 0);
+  LC_CHECK(host_listeners_settled(0, port, &wide) == 0);
+  LC_CHECK(host_leftovers(0) == 0);
+}
+
 static void setup(void) {
   th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
   snprintf(fixture_dir, sizeof(fixture_dir), "%s", th_dir());
@@ -378,5 +533,6 @@ static void cleanup_gw(void) {
 
 static void test_cleanup(void) { cleanup_gw(); }
 
-LC_TEST_MAIN(LC_TEST(test_setup), LC_TEST(test_gatewayports), LC_TEST(test_squatted_worker_port),
+LC_TEST_MAIN(LC_TEST(test_setup), LC_TEST(test_gatewayports), LC_TEST(test_foreign_originator),
+             LC_TEST(test_squatted_worker_port), LC_TEST(test_refused_after_reconnect),
              LC_TEST(test_cleanup))
