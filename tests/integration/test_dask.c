@@ -1233,6 +1233,27 @@ static void cli_show_stderr(cli *k) {
     fprintf(stderr, "  (cannot show %s)\n", k->err_path);
 }
 
+/* A client as a user runs it (eval "$(lazyclusterctl env NAME)") computes on k's cluster of n
+ * workers over scheme ("tls", or "tcp" with --insecure); what it saw in *out. */
+static void cli_client_computes(cli *k, client_out *out, int n, const char *scheme) {
+  client_setup_cli(k->name);
+  run_client(out, k->master_port, n);
+  check_client(out, n);
+  LC_CHECK_STR(out->scheme, scheme);
+}
+
+/* SIGINT to k; it must exit 0 within reap_ms (else its stderr is shown), then nothing of it may
+ * be left on nhosts hosts or here (check_nothing_left, within left_ms). */
+static void cli_sigint_clean(cli *k, int reap_ms, const char *when, int nhosts, int left_ms) {
+  int st;
+  kill(k->pid, SIGINT);
+  st = cli_reap(k, reap_ms);
+  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    cli_show_stderr(k);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  check_nothing_left(when, nhosts, "plw", CLI_LO, CLI_HI, (long)k->pid, left_ms);
+}
+
 static int cli_stderr_contains(cli *k, const char *needle) {
   char buf[65536];
   FILE *f = fopen(k->err_path, "r");
@@ -1339,10 +1360,7 @@ static void test_cli_sigint(void) {
   /* a client as a user runs it: eval "$(lazyclusterctl env NAME)", then a tls:// address */
   LC_CHECK(cli_client_dir(k.name, cdir, sizeof(cdir)) == 0);
   check_client_dir(cdir);
-  client_setup_cli(k.name);
-  run_client(&out, k.master_port, 2);
-  check_client(&out, 2);
-  LC_CHECK_STR(out.scheme, "tls");
+  cli_client_computes(&k, &out, 2, "tls");
   for (int i = 0; i < k.nworkers; i++)
     LC_CHECK_STR(client_host_of(&out, k.wport[i]), k.whost[i]);
   {
@@ -1391,7 +1409,7 @@ static void test_cli_insecure(void) {
   client_out out;
   cli k;
   char env[8192] = "", line[1024];
-  int st, ready;
+  int ready;
   FILE *p;
   LC_REQUIRE(cli_start(&k, args, NULL, "insecure") == 0);
   ready = cli_wait_ready(&k, 300000);
@@ -1417,16 +1435,8 @@ static void test_cli_insecure(void) {
   LC_CHECK(th_count_procs(0, "/dask worker tcp://127.0.0.1:") +
                th_count_procs(0, "dask-worker tcp://") >=
            1);
-  client_setup_cli(k.name);
-  run_client(&out, k.master_port, 2);
-  check_client(&out, 2);
-  LC_CHECK_STR(out.scheme, "tcp");
-  kill(k.pid, SIGINT);
-  st = cli_reap(&k, 60000);
-  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
-    cli_show_stderr(&k);
-  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  check_nothing_left("after SIGINT (--insecure)", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
+  cli_client_computes(&k, &out, 2, "tcp");
+  cli_sigint_clean(&k, 60000, "after SIGINT (--insecure)", 2, 10000);
 }
 
 /*
@@ -1538,7 +1548,7 @@ static void test_cli_slow_scheduler(void) {
                         "90",          "--type-arg",    sargs,   NULL};
   FILE *f;
   cli k;
-  int st, ready;
+  int ready;
   uint64_t t0 = now_ms();
   snprintf(preload, sizeof(preload), "%s/dask_slow_scheduler.py", th_dir());
   snprintf(marker, sizeof(marker), "%s/dask_slow_scheduler.slept", th_dir());
@@ -1558,10 +1568,7 @@ static void test_cli_slow_scheduler(void) {
   fprintf(stderr, "  ready after %.1f s (the scheduler slept 36 s)\n",
           (double)(now_ms() - t0) / 1000.0);
   LC_CHECK(now_ms() - t0 >= 36000);
-  kill(k.pid, SIGINT);
-  st = cli_reap(&k, 60000);
-  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  check_nothing_left("after the slow start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+  cli_sigint_clean(&k, 60000, "after the slow start", 1, 15000);
   unlink(marker);
 }
 
@@ -1611,7 +1618,7 @@ static void test_cli_defaults_16_workers(void) {
   client_out out;
   cli k;
   uint64_t t0 = now_ms();
-  int st, ready;
+  int ready;
   LC_REQUIRE(cli_start(&k, args, NULL, "defaults16") == 0);
   ready = cli_wait_ready(&k, 300000);
   if (ready != 1) {
@@ -1629,17 +1636,8 @@ static void test_cli_defaults_16_workers(void) {
       per_host[atoi(k.whost[i] + 3)]++;
   for (int h = 0; h < HOSTS; h++)
     LC_CHECK(per_host[h] == 4);
-  client_setup_cli(k.name);
-  run_client(&out, k.master_port, 16);
-  check_client(&out, 16);
-  LC_CHECK_STR(out.scheme, "tls");
-  kill(k.pid, SIGINT);
-  st = cli_reap(&k, 120000);
-  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
-    cli_show_stderr(&k);
-  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  check_nothing_left("after SIGINT of 16 workers", HOSTS, "plw", CLI_LO, CLI_HI, (long)k.pid,
-                     15000);
+  cli_client_computes(&k, &out, 16, "tls");
+  cli_sigint_clean(&k, 120000, "after SIGINT of 16 workers", HOSTS, 15000);
 }
 
 /*
