@@ -971,10 +971,12 @@ static void check_probe(const char *who, const char *out, const int *ports, size
 }
 
 /*
- * Another user (nobody) on a worker host and here reaches the scheduler's port and workers'
- * ports (TCP connects: the tunnels are open to every local user), yet the scheduler and the
- * workers refuse it: no certificate, a certificate of its own CA, plain tcp://. The owner, with
- * the cluster's files, is accepted at the same ports, on that host and here.
+ * Another user (nobody) on a worker host reaches the scheduler's port and workers' ports (TCP
+ * connects: sshd's -R listeners there are open to every local user), yet the scheduler and the
+ * workers refuse it: no certificate, a certificate of its own CA, plain tcp://. Here it reaches
+ * the scheduler, which refuses it the same way, while our tunnels' listeners close its
+ * connections at once (the peer check). The owner, with the cluster's files, is accepted at the
+ * same ports, on that host and here.
  */
 static void test_tls_refuses_strangers(void) {
   char dir[] = "/var/tmp/lc_test_dask_XXXXXX", script[64], cert[64], key[64], out[16384];
@@ -1025,11 +1027,18 @@ static void test_tls_refuses_strangers(void) {
   LC_CHECK(st == 0);
   check_probe("the owner on lab1", out, ports, 3, 1, 1);
 
-  /* nobody here: the scheduler itself, and lab0's worker through our tunnel */
+  /* nobody here: the scheduler itself refuses it at the TLS handshake; lab0's worker through
+   * our tunnel is not even reached: the tunnel's listener (ours) closes a stranger's connection
+   * as it accepts it (the peer check, lc_engine_options.peers; test_peers), before any TLS */
   ports[1] = on_lab0;
-  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, ports, 2);
+  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, ports, 1);
   LC_CHECK(st == 0);
-  check_probe("nobody here", out, ports, 2, 1, 0);
+  check_probe("nobody here", out, ports, 1, 1, 0);
+  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, &on_lab0, 1);
+  snprintf(wcert, sizeof(wcert), "nocert %d", on_lab0);
+  if (strstr(out, wcert) != NULL)
+    fprintf(stderr, "  nobody here, through our tunnel: the probe said:\n%s\n", out);
+  LC_CHECK(strstr(out, wcert) == NULL); /* no handshake reached lab0's worker */
   /* the owner here, with the client's files */
   snprintf(ccert, sizeof(ccert), "%s/dask-client.pem", lc_cluster_client_dir(cluster));
   snprintf(ckey, sizeof(ckey), "%s/dask-client-key.pem", lc_cluster_client_dir(cluster));
