@@ -971,10 +971,12 @@ static void check_probe(const char *who, const char *out, const int *ports, size
 }
 
 /*
- * Another user (nobody) on a worker host and here reaches the scheduler's port and workers'
- * ports (TCP connects: the tunnels are open to every local user), yet the scheduler and the
- * workers refuse it: no certificate, a certificate of its own CA, plain tcp://. The owner, with
- * the cluster's files, is accepted at the same ports, on that host and here.
+ * Another user (nobody) on a worker host reaches the scheduler's port and workers' ports (TCP
+ * connects: sshd's -R listeners there are open to every local user), yet the scheduler and the
+ * workers refuse it: no certificate, a certificate of its own CA, plain tcp://. Here it reaches
+ * the scheduler, which refuses it the same way, while our tunnels' listeners close its
+ * connections at once (the peer check). The owner, with the cluster's files, is accepted at the
+ * same ports, on that host and here.
  */
 static void test_tls_refuses_strangers(void) {
   char dir[] = "/var/tmp/lc_test_dask_XXXXXX", script[64], cert[64], key[64], out[16384];
@@ -1025,11 +1027,18 @@ static void test_tls_refuses_strangers(void) {
   LC_CHECK(st == 0);
   check_probe("the owner on lab1", out, ports, 3, 1, 1);
 
-  /* nobody here: the scheduler itself, and lab0's worker through our tunnel */
+  /* nobody here: the scheduler itself refuses it at the TLS handshake; lab0's worker through
+   * our tunnel is not even reached: the tunnel's listener (ours) closes a stranger's connection
+   * as it accepts it (the peer check, lc_engine_options.peers; test_peers), before any TLS */
   ports[1] = on_lab0;
-  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, ports, 2);
+  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, ports, 1);
   LC_CHECK(st == 0);
-  check_probe("nobody here", out, ports, 2, 1, 0);
+  check_probe("nobody here", out, ports, 1, 1, 0);
+  st = run_probe(out, sizeof(out), -1, 1, cert, key, script, &on_lab0, 1);
+  snprintf(wcert, sizeof(wcert), "nocert %d", on_lab0);
+  if (strstr(out, wcert) != NULL)
+    fprintf(stderr, "  nobody here, through our tunnel: the probe said:\n%s\n", out);
+  LC_CHECK(strstr(out, wcert) == NULL); /* no handshake reached lab0's worker */
   /* the owner here, with the client's files */
   snprintf(ccert, sizeof(ccert), "%s/dask-client.pem", lc_cluster_client_dir(cluster));
   snprintf(ckey, sizeof(ckey), "%s/dask-client-key.pem", lc_cluster_client_dir(cluster));
@@ -1233,6 +1242,27 @@ static void cli_show_stderr(cli *k) {
     fprintf(stderr, "  (cannot show %s)\n", k->err_path);
 }
 
+/* A client as a user runs it (eval "$(lazyclusterctl env NAME)") computes on k's cluster of n
+ * workers over scheme ("tls", or "tcp" with --insecure); what it saw in *out. */
+static void cli_client_computes(cli *k, client_out *out, int n, const char *scheme) {
+  client_setup_cli(k->name);
+  run_client(out, k->master_port, n);
+  check_client(out, n);
+  LC_CHECK_STR(out->scheme, scheme);
+}
+
+/* SIGINT to k; it must exit 0 within reap_ms (else its stderr is shown), then nothing of it may
+ * be left on nhosts hosts or here (check_nothing_left, within left_ms). */
+static void cli_sigint_clean(cli *k, int reap_ms, const char *when, int nhosts, int left_ms) {
+  int st;
+  kill(k->pid, SIGINT);
+  st = cli_reap(k, reap_ms);
+  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    cli_show_stderr(k);
+  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  check_nothing_left(when, nhosts, "plw", CLI_LO, CLI_HI, (long)k->pid, left_ms);
+}
+
 static int cli_stderr_contains(cli *k, const char *needle) {
   char buf[65536];
   FILE *f = fopen(k->err_path, "r");
@@ -1339,10 +1369,7 @@ static void test_cli_sigint(void) {
   /* a client as a user runs it: eval "$(lazyclusterctl env NAME)", then a tls:// address */
   LC_CHECK(cli_client_dir(k.name, cdir, sizeof(cdir)) == 0);
   check_client_dir(cdir);
-  client_setup_cli(k.name);
-  run_client(&out, k.master_port, 2);
-  check_client(&out, 2);
-  LC_CHECK_STR(out.scheme, "tls");
+  cli_client_computes(&k, &out, 2, "tls");
   for (int i = 0; i < k.nworkers; i++)
     LC_CHECK_STR(client_host_of(&out, k.wport[i]), k.whost[i]);
   {
@@ -1391,7 +1418,7 @@ static void test_cli_insecure(void) {
   client_out out;
   cli k;
   char env[8192] = "", line[1024];
-  int st, ready;
+  int ready;
   FILE *p;
   LC_REQUIRE(cli_start(&k, args, NULL, "insecure") == 0);
   ready = cli_wait_ready(&k, 300000);
@@ -1417,16 +1444,8 @@ static void test_cli_insecure(void) {
   LC_CHECK(th_count_procs(0, "/dask worker tcp://127.0.0.1:") +
                th_count_procs(0, "dask-worker tcp://") >=
            1);
-  client_setup_cli(k.name);
-  run_client(&out, k.master_port, 2);
-  check_client(&out, 2);
-  LC_CHECK_STR(out.scheme, "tcp");
-  kill(k.pid, SIGINT);
-  st = cli_reap(&k, 60000);
-  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
-    cli_show_stderr(&k);
-  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  check_nothing_left("after SIGINT (--insecure)", 2, "plw", CLI_LO, CLI_HI, (long)k.pid, 10000);
+  cli_client_computes(&k, &out, 2, "tcp");
+  cli_sigint_clean(&k, 60000, "after SIGINT (--insecure)", 2, 10000);
 }
 
 /*
@@ -1538,7 +1557,7 @@ static void test_cli_slow_scheduler(void) {
                         "90",          "--type-arg",    sargs,   NULL};
   FILE *f;
   cli k;
-  int st, ready;
+  int ready;
   uint64_t t0 = now_ms();
   snprintf(preload, sizeof(preload), "%s/dask_slow_scheduler.py", th_dir());
   snprintf(marker, sizeof(marker), "%s/dask_slow_scheduler.slept", th_dir());
@@ -1558,10 +1577,7 @@ static void test_cli_slow_scheduler(void) {
   fprintf(stderr, "  ready after %.1f s (the scheduler slept 36 s)\n",
           (double)(now_ms() - t0) / 1000.0);
   LC_CHECK(now_ms() - t0 >= 36000);
-  kill(k.pid, SIGINT);
-  st = cli_reap(&k, 60000);
-  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  check_nothing_left("after the slow start", 1, "plw", CLI_LO, CLI_HI, (long)k.pid, 15000);
+  cli_sigint_clean(&k, 60000, "after the slow start", 1, 15000);
   unlink(marker);
 }
 
@@ -1611,7 +1627,7 @@ static void test_cli_defaults_16_workers(void) {
   client_out out;
   cli k;
   uint64_t t0 = now_ms();
-  int st, ready;
+  int ready;
   LC_REQUIRE(cli_start(&k, args, NULL, "defaults16") == 0);
   ready = cli_wait_ready(&k, 300000);
   if (ready != 1) {
@@ -1629,17 +1645,8 @@ static void test_cli_defaults_16_workers(void) {
       per_host[atoi(k.whost[i] + 3)]++;
   for (int h = 0; h < HOSTS; h++)
     LC_CHECK(per_host[h] == 4);
-  client_setup_cli(k.name);
-  run_client(&out, k.master_port, 16);
-  check_client(&out, 16);
-  LC_CHECK_STR(out.scheme, "tls");
-  kill(k.pid, SIGINT);
-  st = cli_reap(&k, 120000);
-  if (!(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0))
-    cli_show_stderr(&k);
-  LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
-  check_nothing_left("after SIGINT of 16 workers", HOSTS, "plw", CLI_LO, CLI_HI, (long)k.pid,
-                     15000);
+  cli_client_computes(&k, &out, 16, "tls");
+  cli_sigint_clean(&k, 120000, "after SIGINT of 16 workers", HOSTS, 15000);
 }
 
 /*

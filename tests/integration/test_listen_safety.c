@@ -276,15 +276,15 @@ static void on_notice(const char *message, void *payload) {
   pthread_mutex_unlock(&nt->mu);
 }
 
-/* Waits up to 15 s for a notice; how many came, the last one in last. */
-static int notices_wait(notices *nt, char *last, size_t size) {
+/* Waits up to 30 s until want notices came; how many came, the last one in last. */
+static int notices_wait(notices *nt, int want, char *last, size_t size) {
   int n = 0;
-  for (int tries = 0; tries < 150; tries++) {
+  for (int tries = 0; tries < 300; tries++) {
     pthread_mutex_lock(&nt->mu);
     n = nt->n;
     snprintf(last, size, "%s", nt->last);
     pthread_mutex_unlock(&nt->mu);
-    if (n > 0)
+    if (n >= want)
       break;
     sleep_ms(100);
   }
@@ -331,7 +331,7 @@ static void test_foreign_originator(void) {
   LC_CHECK(carried(0, port, fd)); /* from loopback: carried */
   LC_CHECK(closed_from_host_address(0, port));
   LC_CHECK(poll(&pf, 1, 0) == 0); /* nothing reached the target */
-  LC_CHECK(notices_wait(&nt, last, sizeof(last)) == 1);
+  LC_CHECK(notices_wait(&nt, 1, last, sizeof(last)) == 1);
   fprintf(stderr, "  notice: %s\n", last);
   snprintf(want, sizeof(want),
            "lab0: refused a connection to our -R forward of port %d from %s:", port, th_addr(0));
@@ -494,13 +494,7 @@ static void test_refused_after_reconnect(void) {
   LC_CHECK(stranger > 0);
   LC_CHECK(th_each_proc(0, "cmdline", kill_session, NULL) > 0); /* our connection's session */
   /* the DOWN of the lost connection, then the refusal's */
-  for (int tries = 0; tries < 300 && n < 2; tries++) {
-    sleep_ms(100);
-    pthread_mutex_lock(&downs.mu);
-    n = downs.n;
-    snprintf(last, sizeof(last), "%s", downs.last);
-    pthread_mutex_unlock(&downs.mu);
-  }
+  n = notices_wait(&downs, 2, last, sizeof(last));
   fprintf(stderr, "  %d DOWN states, the last: %s\n", n, last);
   LC_CHECK(n == 2);
   snprintf(want, sizeof(want), "lab0: port %d is also listened on by uid 65534 ([::1]:%d)", port,
