@@ -57,6 +57,9 @@ int lc__check_version(unsigned int version, unsigned int current, const char *ty
 #define LC__FIELD_END(type, field) (offsetof(type, field) + sizeof(((type *)0)->field))
 void lc__options_copy(void *dst, const void *src, size_t size);
 
+/* Removes dir and what is in it (4 levels at most), following no symlink; errors are ignored. */
+void lc__remove_tree(const char *dir);
+
 /* Memory: abort-free wrappers; NULL on failure. */
 void *lc__malloc(size_t n);
 void *lc__calloc(size_t n, size_t size);

@@ -1,13 +1,16 @@
 /*
- * util.c - memory wrappers, the growable buffer, shell quoting, time, version.
+ * util.c - memory wrappers, the growable buffer, shell quoting, time, version, removing a tree.
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 void *lc__malloc(size_t n) { return malloc(n ? n : 1); }
 void *lc__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
@@ -185,3 +188,29 @@ int lc__check_version(unsigned int version, unsigned int current, const char *ty
 }
 
 void lc__options_copy(void *dst, const void *src, size_t size) { memcpy(dst, src, size); }
+
+/* remove_tree: a directory and what is in it, at most 4 levels deep, following no symlink (a
+ * symlink in it is removed, not what it points to). */
+static void remove_tree(int parent, const char *name, int depth) {
+  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  DIR *d;
+  struct dirent *de;
+  if (fd < 0) {
+    unlinkat(parent, name, 0);
+    return;
+  }
+  if ((d = fdopendir(fd)) == NULL) {
+    close(fd);
+    return;
+  }
+  while ((de = readdir(d)) != NULL) {
+    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+      continue;
+    if (unlinkat(fd, de->d_name, 0) < 0 && errno == EISDIR && depth < 4)
+      remove_tree(fd, de->d_name, depth + 1);
+  }
+  closedir(d);
+  unlinkat(parent, name, AT_REMOVEDIR);
+}
+
+void lc__remove_tree(const char *dir) { remove_tree(AT_FDCWD, dir, 0); }

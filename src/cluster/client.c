@@ -7,9 +7,7 @@
  */
 #include "cluster_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,25 +70,9 @@ out:
   return r;
 }
 
-/* Removes the private client directory and the files in it (a type writes plain files there;
- * unlinkat follows no symlink). */
-static void remove_own_dir(const char *dir) {
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-  struct dirent *de;
-  if (d == NULL && fd >= 0)
-    close(fd);
-  while (d != NULL && (de = readdir(d)) != NULL)
-    if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-      unlinkat(dirfd(d), de->d_name, 0);
-  if (d != NULL)
-    closedir(d);
-  rmdir(dir);
-}
-
 void lc__client_free(lc_cluster *c) {
   if (c->client_dir_own && c->client_dir != NULL && c->client_dir[0] == '/')
-    remove_own_dir(c->client_dir);
+    lc__remove_tree(c->client_dir);
   free(c->client_dir);
   for (size_t i = 0; i < c->nclient_env; i++) {
     /* values may be secrets of the type's: cleared before they go */

@@ -4,7 +4,6 @@
  */
 #include "control_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -182,29 +181,7 @@ int lc__control_alive(const char *dir) {
   return alive;
 }
 
-static void remove_tree(int parent, const char *name, int depth) {
-  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  DIR *d;
-  struct dirent *de;
-  if (fd < 0) {
-    unlinkat(parent, name, 0);
-    return;
-  }
-  if ((d = fdopendir(fd)) == NULL) {
-    close(fd);
-    return;
-  }
-  while ((de = readdir(d)) != NULL) {
-    if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-      continue;
-    if (unlinkat(fd, de->d_name, 0) < 0 && errno == EISDIR && depth < 4)
-      remove_tree(fd, de->d_name, depth + 1);
-  }
-  closedir(d);
-  unlinkat(parent, name, AT_REMOVEDIR);
-}
-
-void lc__control_remove_dir(const char *dir) { remove_tree(AT_FDCWD, dir, 0); }
+void lc__control_remove_dir(const char *dir) { lc__remove_tree(dir); }
 
 /* A small file's text (at most 4 KiB), or NULL. */
 static char *read_small(const char *dir, const char *name) {
