@@ -58,6 +58,7 @@ static void test_proof_depends_on_everything(void) {
   LC_CHECK(!lc_secret_equal(a, c));
   LC_CHECK(!lc_secret_equal(a, d));
   LC_CHECK(lc_secret_equal(a, e));
+  lc_free(b);
   LC_CHECK(lc_secret_proof(&b, NULL, "client", "x") == -EINVAL);
   LC_CHECK(b == NULL);
   lc_free(a);
