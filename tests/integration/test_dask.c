@@ -1034,11 +1034,12 @@ static void test_tls_refuses_strangers(void) {
   st = run_probe(out, sizeof(out), -1, 1, cert, key, script, ports, 1);
   LC_CHECK(st == 0);
   check_probe("nobody here", out, ports, 1, 1, 0);
+  /* TCP connects (the kernel completes it before our accept resets it), but no TLS handshake
+   * reached lab0's worker: no attempt was accepted, none got the worker's TLS alert */
   st = run_probe(out, sizeof(out), -1, 1, cert, key, script, &on_lab0, 1);
-  snprintf(wcert, sizeof(wcert), "nocert %d", on_lab0);
-  if (strstr(out, wcert) != NULL)
+  if (strstr(out, "accepted") != NULL || strstr(out, "alert") != NULL)
     fprintf(stderr, "  nobody here, through our tunnel: the probe said:\n%s\n", out);
-  LC_CHECK(strstr(out, wcert) == NULL); /* no handshake reached lab0's worker */
+  LC_CHECK(strstr(out, "accepted") == NULL && strstr(out, "alert") == NULL);
   /* the owner here, with the client's files */
   snprintf(ccert, sizeof(ccert), "%s/dask-client.pem", lc_cluster_client_dir(cluster));
   snprintf(ckey, sizeof(ckey), "%s/dask-client-key.pem", lc_cluster_client_dir(cluster));
