@@ -20,5 +20,6 @@
 #include "lazycluster/inventory.h"
 #include "lazycluster/ports.h"
 #include "lazycluster/security.h"
+#include "lazycluster/jobs.h"
 
 #endif /* LAZYCLUSTER_H */

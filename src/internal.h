@@ -86,6 +86,17 @@ long long lc__decimal(const char *s, size_t len, size_t max_digits);
 void lc__buf_consume(lc__buf *b, size_t n);
 void lc__buf_free(lc__buf *b);
 
+/*
+ * Templates (template.c): tmpl with each {name} replaced by what lookup appends to out (a value
+ * shell-quoted, as lookup decides); {{ and }} are literal braces. lookup returns 1 when it knew
+ * name (len bytes, not NUL-terminated; "" for {}), 0 when not, or an error (its detail set with
+ * lc__error_set). An unknown name, a lone } and a { without } fail with -EINVAL and a message
+ * that quotes the template and the placeholder, followed by hint (NULL for none).
+ */
+typedef int (*lc__template_lookup)(lc__buf *out, const char *name, size_t len, void *ctx);
+int lc__template_render(lc__buf *out, const char *tmpl, lc__template_lookup lookup, void *ctx,
+                        const char *hint);
+
 /* Monotonic milliseconds. */
 uint64_t lc__now_ms(void);
 

@@ -26,8 +26,10 @@ void lc_exec_options_init(lc_exec_options *opts) {
 }
 
 size_t lc__exec_options_size(const lc_exec_options *opts) {
-  if (opts->version >= 2)
+  if (opts->version >= 3)
     return sizeof(*opts);
+  if (opts->version == 2)
+    return LC__FIELD_END(lc_exec_options, label);
   return LC__FIELD_END(lc_exec_options, timeout_ms); /* version 1 ends with timeout_ms */
 }
 

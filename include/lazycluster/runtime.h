@@ -110,7 +110,7 @@ typedef enum lc_stream { LC_STDOUT = 1, LC_STDERR = 2 } lc_stream;
  */
 typedef void (*lc_line_cb)(const char *line, size_t len, lc_stream stream, void *payload);
 
-#define LC_EXEC_OPTIONS_VERSION 2
+#define LC_EXEC_OPTIONS_VERSION 3
 
 /** Options of one command. A zero field means the default. */
 typedef struct lc_exec_options {
@@ -131,6 +131,14 @@ typedef struct lc_exec_options {
    * directory, the environment and the command reach the host through the channel.
    */
   const char *label;
+  /* version 3 */
+  /**
+   * lc_runtime_spawn only: non-zero gives the command a stdin that lc_process_write_line feeds
+   * (through its lifeline's channel, so it costs no second channel); zero (the default) gives it
+   * /dev/null. The command's stdin ends (EOF) at lc_process_close_input and when the command is
+   * stopped.
+   */
+  int input;
 } lc_exec_options;
 
 #define LC_EXEC_OPTIONS_INIT                                                                       \
@@ -172,6 +180,19 @@ LC_EXTERN int lc_process_wait(lc_exec_result *out, lc_process *proc, int timeout
 /** The process's pid on its host: the process group leader its lifeline started (the command's
  * shell, or the command itself after an exec), 0 while not known yet or without a lifeline. */
 LC_EXTERN long lc_process_pid(const lc_process *proc);
+
+/**
+ * Writes one line (len bytes, without its newline; the newline is added) into the stdin of a
+ * process spawned with lc_exec_options.input. Returns once the line is queued, in order with the
+ * process's other lines; the command reads it when it reads its stdin. Returns 0, -EINVAL (the
+ * process has no input, or line holds a newline or a NUL), -EPIPE (its input was closed),
+ * LC_ECLOSED (the process ended or its host was lost).
+ */
+LC_EXTERN int lc_process_write_line(lc_process *proc, const char *line, size_t len);
+
+/** Ends the stdin of a process spawned with lc_exec_options.input (it reads EOF after the lines
+ * written before); the process runs on. Returns 0, -EINVAL (no input), LC_ECLOSED. */
+LC_EXTERN int lc_process_close_input(lc_process *proc);
 
 /** Asks the lifeline to end the process group (SIGTERM, grace period, SIGKILL). Returns at once. */
 LC_EXTERN int lc_process_stop(lc_process *proc);
