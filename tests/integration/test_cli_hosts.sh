@@ -2,17 +2,12 @@
 # test_cli_hosts.sh - `lazyclusterctl hosts` and `exec` against the real test hosts: the table and
 # JSON, prefixed line-atomic output under load, failure summaries and exit codes, bad arguments.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 cfg=$dir/ssh_config
-passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
 
 # hosts: a table of 8 ready hosts, and JSON
 "$ctl" hosts -F "$cfg" >"$tmp/hosts" 2>&1; rc=$?
@@ -88,5 +83,4 @@ check "a bad --fanout exits 2 and quotes it" sh -c "[ $rc -eq 2 ] && grep -q zer
 "$ctl" hosts --inventory /no/such/file >"$tmp/o6" 2>&1; rc=$?
 check "a missing inventory exits 1 and names it" sh -c "[ $rc -eq 1 ] && grep -q /no/such/file '$tmp/o6'"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -10,23 +10,19 @@
 # Time bounds are generous upper limits, not measurements: the issue's "within 10 s" of a restart
 # is checked as 60 s, the heartbeat limit (--heartbeat 5) as 60 s, --ttl 20s as 90 s.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
 cfg=$dir/ssh_config
-passed=0 failed=0
 tmp=$(mktemp -d)
 token=lcl$$r$RANDOM
 # The hosts see this machine's files except /tmp, /root and /home: a build tree under /tmp (CI's
 # clone) is not there. The binary runs from a copy the hosts and their plain users can reach, so
 # that the commands below (and the default command type's own `serve`) find it everywhere.
 # (Its path must not hold $token: processes are counted by it.)
-bindir=$(mktemp -d /var/tmp/lcctl.XXXXXX) && chmod 755 "$bindir" &&
-  install -m 755 "$ctl" "$bindir/lazyclusterctl" && ctl=$bindir/lazyclusterctl ||
-  { echo "cannot copy $ctl to /var/tmp" >&2; exit 1; }
-export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
-unset XDG_CACHE_HOME
-mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
+lc_ctl_copy
+lc_private_home
 state=$XDG_RUNTIME_DIR/lazycluster
 cleanup() {
   "$ctl" stop --all >/dev/null 2>&1
@@ -34,26 +30,12 @@ cleanup() {
   rm -rf "$tmp" "$bindir"
 }
 trap cleanup EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
-# wait_for SECONDS CONDITION...: true once CONDITION holds, polled every 0.5 s.
-wait_for() {
-  local n=$(($1 * 2)); shift
-  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.5; n=$((n - 1)); done
-  "$@"
-}
 # json FILE EXPR: a Python expression over d, the JSON in FILE (nothing when it is not JSON).
 json() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
-# all 'CONDITION'...: every condition (a shell string) holds.
-all() { local c; for c in "$@"; do eval "$c" || return 1; done; }
 # gone PID: no such process, or one that ended and waits to be reaped (a zombie holds nothing;
 # pid 1 of a container may be slow to reap the supervisors it inherits).
 gone() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0; case $st in Z*) return 0 ;; esac; return 1; }
 is_json() { python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null; }
-show() { sed "s/^/  $1: /" "$2" >&2; }
 # The command type with this run's token in every command line, so that its processes (and their
 # lifelines) can be counted on every host: the master answers "m-TAG-TOKEN", worker N "wN-TAG-...".
 cmds() { # TAG: sets cmd, the options
@@ -431,5 +413,4 @@ check "the state directory is empty at the end" [ -z "$(ls -A "$state")" ]
 for i in 1 2 3 4 5; do
   check "lab$i: no working directory of lazycluster at the end" [ -z "$(host_dirs $i)" ]
 done
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -5,23 +5,11 @@
 # line written in two parts, a rotation (FILE -> FILE.1, a new FILE) and a new worker's file, and
 # ends once the lock is free; bad input.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
-passed=0 failed=0
 tmp=$(mktemp -d)
 holder=
 trap '[ -n "$holder" ] && pkill -P "$holder" sleep; rm -rf "$tmp"' EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
-wait_for() { # SECONDS CONDITION...
-  local n=$(($1 * 10)); shift
-  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.1; n=$((n - 1)); done
-  "$@"
-}
-# all 'CONDITION'...: every condition (a shell string) holds.
-all() { local c; for c in "$@"; do eval "$c" || return 1; done; }
 # same FILE LINE...: FILE holds exactly these lines
 same() { local f=$1; shift; [ "$(cat "$f")" = "$(printf '%s\n' "$@")" ] || { sed 's/^/  got: /' "$f" >&2; return 1; }; }
 
@@ -90,5 +78,4 @@ check "-f ends once x is gone (within 10 s)" wait_for 10 eval "! kill -0 $follow
 check "-f: nothing twice, nothing from before (--tail 0)" same "$tmp/f" \
   "[lab2 worker-1] w1b" "[lab1 worker-0] w0c" "[lab1 worker-0] w0d" "[lab3 worker-2] w2a" "[lab0 master] partial"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -5,37 +5,22 @@
 # forward's stderr; in the cluster's log, through `logs`), root (the owner) still gets through;
 # --peers any lets nobody in; a bad value is a usage error. Nothing is left running afterwards.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
 cfg=$dir/ssh_config
-passed=0 failed=0
 tmp=$(mktemp -d)
 token=lcp$$r$RANDOM
 # the hosts (and nobody) run the binary from a copy they can reach; its path must not hold $token
-bindir=$(mktemp -d /var/tmp/lcctl.XXXXXX) && chmod 755 "$bindir" &&
-  install -m 755 "$ctl" "$bindir/lazyclusterctl" && ctl=$bindir/lazyclusterctl ||
-  { echo "cannot copy $ctl to /var/tmp" >&2; exit 1; }
-export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
-unset XDG_CACHE_HOME
-mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
+lc_ctl_copy
+lc_private_home
 cleanup() {
   "$ctl" stop --all >/dev/null 2>&1
   for p in $(pgrep -f -- "$token"); do kill -9 "$p" 2>/dev/null; done
   rm -rf "$tmp" "$bindir"
 }
 trap cleanup EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
-# wait_for SECONDS CONDITION...: true once CONDITION holds (the limit only ends a broken run).
-wait_for() {
-  local n=$(($1 * 2)); shift
-  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.5; n=$((n - 1)); done
-  "$@"
-}
 # What 127.0.0.1:PORT sends to a connection made as USER (root or nobody) until it closes.
 answer_as() { # USER PORT
   local run=()
@@ -100,5 +85,4 @@ check "cluster: root reaches the master" eval '[ "$(answer_as root "${mport:-1}"
 check "cluster: nothing left on lab0" eval '[ "$(host_procs 0)" -eq 0 ]'
 check "cluster: nothing left here" eval '[ "$(local_procs)" -eq 0 ]'
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
+checks_done

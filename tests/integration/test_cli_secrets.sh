@@ -10,20 +10,16 @@
 #     (on the cluster's own runtime) gets the same umask as the workers;
 #   - after every stop: nothing of it left on any host (processes, working directories) or here.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
 cfg=$dir/ssh_config
-passed=0 failed=0
 tmp=$(mktemp -d)
 label=lcs$$r$RANDOM
 # the hosts see this machine's files except /tmp, /root and /home: the binary runs from /var/tmp
-bindir=$(mktemp -d /var/tmp/lcctl.XXXXXX) && chmod 755 "$bindir" &&
-  install -m 755 "$ctl" "$bindir/lazyclusterctl" && ctl=$bindir/lazyclusterctl ||
-  { echo "cannot copy $ctl to /var/tmp" >&2; exit 1; }
-export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
-unset XDG_CACHE_HOME
-mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
+lc_ctl_copy
+lc_private_home
 pid=
 cleanup() {
   [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
@@ -31,12 +27,6 @@ cleanup() {
   rm -rf "$tmp" "$bindir"
 }
 trap cleanup EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
-not() { ! "$@"; }
 rand() { head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 # Command lines of every process on host I, one a line.
 host_cmdlines() { "$th" pids "$1" | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done; }
@@ -153,5 +143,4 @@ stop
 check "--umask 022: stop: exit 0" [ "$rc" -eq 0 ] || show
 nothing_left "--umask 022: after the stop"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -8,20 +8,13 @@
 # The binary is copied into the users' homes on lab7: the build tree may lie under /tmp, which
 # the hosts do not see. Time bounds are generous upper limits, not measurements.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
 host=7
-passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
-all() { local c; for c in "$@"; do eval "$c" || return 1; done; }
-show() { sed "s/^/  $1: /" "$2" >&2; }
 json() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2" 2>/dev/null; }
 uid_of() { awk -v u="$1" '$1 == u { print $2 }' "$dir/users.txt"; }
 # as USER ARGS...: lazyclusterctl ARGS as USER on lab7, in a clean environment (no XDG_RUNTIME_DIR)
@@ -99,5 +92,4 @@ for _ in $(seq 20); do [ "$(user_procs "$(uid_of lcbash)")" -eq 0 ] && break; sl
 check "theirs stopped: nothing of lcbash left" [ "$(user_procs "$(uid_of lcbash)")" -eq 0 ]
 
 "$th" exec "$host" -- rm -rf /home/lcbash/lc /home/lcfish/lc /home/lcbash/.cache /home/lcfish/.cache
-echo "$passed passed, $failed failed" >&2
-[ "$failed" -eq 0 ]
+checks_done

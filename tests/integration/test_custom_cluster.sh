@@ -16,17 +16,11 @@
 #            with the secret does the whole job. And on this machine: a worker refuses a server
 #            on the master's port that cannot prove the secret (a squatter).
 set -u
+. "$(dirname "$0")/../support/check.sh"
 mode=${1:?usage: test_custom_cluster.sh hosts|local|fakegpu}
 bin=${LC_CUSTOM_CLUSTER:?LC_CUSTOM_CLUSTER names the custom_cluster example binary}
-passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-not() { ! "$@"; }
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
 
 # The exact value, independently: sum of (i % 13) * (i % 11) for i < 2^24.
 exact=$(awk 'BEGIN { n = 2^24; p = 0; r = 0
@@ -248,5 +242,4 @@ c.recv(1)' $sport >"$tmp/sq" 2>&1 &
   ;;
 esac
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

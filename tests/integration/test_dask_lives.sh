@@ -16,13 +16,13 @@
 # The state directory is the test's own ($XDG_RUNTIME_DIR in a temporary directory), so clusters
 # of other users of the machine are neither seen nor touched. Each check prints what it saw.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
 cfg=$dir/ssh_config
 hosts=(lab1 lab2 lab3 lab4)
 down_host=lab3 # the host whose link goes down (worker 0 is on lab1 with spread placement)
-passed=0 failed=0
 tmp=$(mktemp -d)
 name=lives$$
 export XDG_RUNTIME_DIR=$tmp/run
@@ -38,11 +38,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-check() { # WHAT CONDITION... (not "name": the cluster's name is $name, and the client uses it)
-  local what=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $what" >&2
-  else failed=$((failed + 1)); echo "FAIL $what" >&2; fi
-}
 say() { echo "  $*" >&2; }
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
@@ -314,5 +309,4 @@ for i in 0 1 2 3 4 5 6 7; do
   done
 done
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -7,17 +7,12 @@
 # working directory of the example's run there or here. The example sets no start limits: the
 # dask type's own are the ones it runs with.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 bin=${LC_DASK_CLUSTER:?LC_DASK_CLUSTER names the dask_cluster example binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
-passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
 
 # The example's client runs `python3`: make it the interpreter Dask is installed for when the
 # first python3 in PATH (a virtualenv, pyenv) has no Dask.
@@ -71,5 +66,4 @@ if [ -n "$port" ]; then
   check "here: the scheduler is gone (within 10 s)" [ -z "$left" ]
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

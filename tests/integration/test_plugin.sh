@@ -13,6 +13,7 @@
 # timeout's message names the limit, its source and the flag.
 # With `refused`, only the refusals and make failures, on this machine (no test hosts needed).
 set -u
+. "$(dirname "$0")/../support/check.sh"
 mode=${1:-all}
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 so=${LC_PLUGIN:?LC_PLUGIN names libmytype.so}
@@ -32,7 +33,6 @@ if [ "$mode" = all ]; then
 fi
 # the library's version, as the greeter's master and the loader's messages name it
 libver=$("$ctl" --version | sed -n 's/.*(liblazycluster \([0-9.]*\),.*/\1/p')
-passed=0 failed=0
 tmp=$(mktemp -d)
 pid=
 cleanup() {
@@ -43,11 +43,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
 # The line a service on 127.0.0.1:PORT answers with, or nothing.
 answer() {
   timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && read -r l <&3 && printf "%s\n" "$l"' _ "$1" 2>/dev/null
@@ -106,7 +101,6 @@ refused() {
   check "$name: exit 1 (no crash)" [ "$rc" -eq 1 ]
   check "$name: no sanitizer report" not grep -q "Sanitizer\|runtime error" "$tmp/o"
 }
-not() { ! "$@"; }
 has() { grep -qF -- "$1" "$tmp/o"; }
 
 refused "no entry point" --type "$noentry" --workers 1
@@ -288,5 +282,4 @@ for _ in $(seq 50); do [ "$(pgrep -fc -- "^sleep 62$|$token" || true)" -eq 0 ] &
 check "limits: no process left" [ "$(pgrep -fc -- "^sleep 62$|$token" || true)" -eq 0 ]
 check "limits: no working directory left" [ -z "$(ls -A "$HOME/.cache/lazycluster" 2>/dev/null | grep -vx run)" ]
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -4,14 +4,9 @@
 # (not only those the CLI itself calls), and nothing else of the library is (internal lc__ names
 # stay hidden). Usage: test_plugin_exports.sh LAZYCLUSTERCTL INCLUDE_DIR
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${1:?the lazyclusterctl binary}
 inc=${2:?the include directory}
-passed=0 failed=0
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 grep -h '^LC_EXTERN' "$inc"/lazycluster.h "$inc"/lazycluster/*.h |
@@ -26,5 +21,4 @@ comm -13 "$tmp/declared" "$tmp/exported" >"$tmp/extra"
 sed 's/^/  exported, not public: /' "$tmp/extra" >&2
 check "nothing else named lc_ is exported" [ ! -s "$tmp/extra" ]
 check "the entry point's helpers are among them" grep -qx lc_version_number "$tmp/exported"
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -5,22 +5,11 @@
 # print nothing around a command, the greeting users print their line on stdout and on stderr;
 # root still logs in; none of the users exists on the real machine.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 cfg=$dir/ssh_config
-passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() { # NAME CONDITION...
-  local name=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-    echo "ok   $name" >&2
-  else
-    failed=$((failed + 1))
-    echo "FAIL $name" >&2
-  fi
-}
 shopt -s extglob
 # shellcheck disable=SC2053 # the right side is a pattern on purpose
 base_is() { [[ -n $1 && ${1##*/} == $2 ]]; } # PATH PATTERN
@@ -83,5 +72,4 @@ rssh lab1 'rm -f /home/*/testhosts-private' >/dev/null 2>&1
 # shellcheck disable=SC2016 # $HOME is the host's
 check "root still logs in (uid 0, /root)" [ "$(rssh lab1 'id -u; echo $HOME' | tr '\n' ' ')" == "0 /root " ]
 
-echo "$passed passed, $failed failed" >&2
-[ "$failed" -eq 0 ]
+checks_done
