@@ -359,7 +359,9 @@ static void test_options_copy_stops_at_the_version(void) {
   LC_CHECK(dst.timeout_ms == 20000);
   LC_CHECK_STR(dst.label, "kept");
   free((void *)v1);
-  dst.version = 2;
+  dst.version = 2; /* version 2 ends with label */
+  LC_CHECK(lc__exec_options_size(&dst) == offsetof(lc_exec_options, label) + sizeof(dst.label));
+  dst.version = 3;
   LC_CHECK(lc__exec_options_size(&dst) == sizeof(dst));
 }
 
