@@ -90,7 +90,7 @@ static int is_number(const char *s, size_t len, int sign, int frac) {
     while (i < len && s[i] >= '0' && s[i] <= '9')
       i++, digits++;
   }
-  return digits > 0 && digits <= 30 && i == len;
+  return digits > 0 && i == len;
 }
 
 static int seen_cmp(const void *a, const void *b) {
@@ -152,9 +152,9 @@ static int parse_line(lc__joblog_record *rec, const char *line, size_t len, cons
     bad = 4;
   else if (!is_number(f[5], flen[5], 0, 0))
     bad = 5;
-  else if (!is_number(f[6], flen[6], 1, 0) || flen[6] > 10)
+  else if (!is_number(f[6], flen[6], 1, 0))
     bad = 6;
-  else if (!is_number(f[7], flen[7], 0, 0) || flen[7] > 10)
+  else if (!is_number(f[7], flen[7], 0, 0))
     bad = 7;
   if (bad >= 0)
     return lc__error_set(-EINVAL, "%s line %lu: %s \"%s\" is not %s", path, lineno, names[bad],
