@@ -165,7 +165,9 @@ static const char lifeline_sh[] =
     "    d*) printf '%s\\n' \"${lc_control#d}\" >&6 ;;\n"
     "    e) exec 6>&- ;;\n"
     "    esac\n"
-    "  done; exec 6>&-; lc_end ) 5<&- &\n"
+    /* fd 6 stays open through lc_end: a stop is a SIGTERM, not an EOF the command might answer
+     * first by exiting 0 */
+    "  done; lc_end ) 5<&- &\n"
     "lc_reader_pid=$!\n"
     "exec 5<&- 6>&-\n"
     /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */

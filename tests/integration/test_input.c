@@ -319,7 +319,10 @@ static void ended(const char *host, int index, int stop) {
   if (stop) {
     LC_CHECK_OK(lc_process_stop(p));
     LC_CHECK_OK(lc_process_wait(&res, p, 60000));
-    LC_CHECK(res.signal == SIGTERM);
+    if (res.signal != SIGTERM)
+      fprintf(stderr, "  %s: stopped worker: exit %d, signal %d\n", host ? host : "localhost",
+              res.exit_status, res.signal);
+    LC_CHECK(res.signal == SIGTERM); /* a stop, not an EOF it answered by exiting */
     LC_CHECK(write_str(p, "after") == LC_ECLOSED);
   }
   lc_process_free(p);
