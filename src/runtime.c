@@ -109,6 +109,43 @@ static void on_heartbeat(uv_timer_t *t) {
   }
 }
 
+/*
+ * Depth of callbacks into owners' code (line callbacks, on_finish) on this engine thread: those
+ * run inside a backend's read or close, where a backend is not entered again (libssh's channel
+ * callbacks and the backend's read buffer are in use). Stdin that grows there is written from the
+ * runtime's kick timer, on the next turn of the loop.
+ */
+static __thread int in_callback;
+
+static void on_kick(uv_timer_t *t) {
+  lc_runtime *rt = t->data;
+  lc_process *p;
+  rt->kick_started = 0;
+  /* again from the start after each kick: a kick may end processes of the list */
+  do {
+    for (p = rt->procs; p != NULL && !p->kick_due; p = p->next)
+      ;
+    if (p != NULL) {
+      p->kick_due = 0;
+      rt->ops->proc_kick(p);
+    }
+  } while (p != NULL);
+}
+
+/* p has more stdin: written now, or soon when this runs inside a backend's callback. */
+static void proc_kick_soon(lc_process *p) {
+  lc_runtime *rt = p->rt;
+  if (in_callback == 0) {
+    rt->ops->proc_kick(p);
+    return;
+  }
+  p->kick_due = 1;
+  if (!rt->kick_started) {
+    uv_timer_start(&rt->kick, on_kick, 0, 0);
+    rt->kick_started = 1;
+  }
+}
+
 void lc__runtime_connected(lc_runtime *rt, const lc__err *err) {
   lc__call *c = rt->call;
   rt->call = NULL;
@@ -119,6 +156,8 @@ void lc__runtime_connected(lc_runtime *rt, const lc__err *err) {
       uv_timer_init(lc__engine_loop(rt->engine), &rt->heartbeat);
       rt->heartbeat.data = rt;
       uv_timer_start(&rt->heartbeat, on_heartbeat, every, every < 200 ? 200 : every);
+      uv_timer_init(lc__engine_loop(rt->engine), &rt->kick);
+      rt->kick.data = rt;
       rt->heartbeat_started = 1;
     }
   }
@@ -168,6 +207,11 @@ static void heartbeat_closed(uv_handle_t *h) {
   rt->ops->close(rt, close_done);
 }
 
+static void kick_closed(uv_handle_t *h) {
+  lc_runtime *rt = h->data;
+  uv_close((uv_handle_t *)&rt->heartbeat, heartbeat_closed);
+}
+
 static void close_fn(lc__call *c) {
   lc_runtime *rt = ((rt_call *)c)->rt;
   rt->call = c;
@@ -193,7 +237,7 @@ static void close_fn(lc__call *c) {
       lc__proc_closed(p, NULL);
   }
   if (rt->heartbeat_started)
-    uv_close((uv_handle_t *)&rt->heartbeat, heartbeat_closed);
+    uv_close((uv_handle_t *)&rt->kick, kick_closed);
   else
     rt->ops->close(rt, close_done);
 }
@@ -336,8 +380,11 @@ static void deliver_line(lc_process *p, lc_stream stream, const char *line, size
       lc__buf_consume(t, cut ? (size_t)(cut - t->data) + 1 : t->len - ERR_TAIL_MAX);
     }
   }
-  if (p->on_line != NULL)
+  if (p->on_line != NULL) {
+    in_callback++;
     p->on_line(line, len, stream, p->payload);
+    in_callback--;
+  }
 }
 
 #define MARK_LEN (sizeof(LC__COMMAND_MARK) - 1)
@@ -476,8 +523,11 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
   lc__engine_broadcast(p->engine);
   lc__engine_unlock(p->engine);
   p->backend = NULL;
-  if (p->on_finish != NULL)
+  if (p->on_finish != NULL) {
+    in_callback++;
     p->on_finish(p, p->finish_arg);
+    in_callback--;
+  }
   proc_unref(p);
 }
 
@@ -629,7 +679,7 @@ int lc__proc_input_line(lc_process *p, const char *line, size_t len, lc__err *er
     r = lc__err_set(err, -ENOMEM, "out of memory");
     goto out;
   }
-  p->rt->ops->proc_kick(p);
+  proc_kick_soon(p);
 out:
   return r;
 }
@@ -641,7 +691,7 @@ int lc__proc_input_close(lc_process *p, lc__err *err) {
   if (lc__buf_puts(&p->in, "e\n") < 0)
     return lc__err_set(err, -ENOMEM, "out of memory");
   p->input_closed = 1;
-  p->rt->ops->proc_kick(p);
+  proc_kick_soon(p);
   return 0;
 }
 

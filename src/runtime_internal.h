@@ -50,6 +50,7 @@ struct lc_process {
    * input_closed once lc__proc_input_close sent its end */
   int input;
   int input_closed;
+  int kick_due; /* [engine]: has stdin for the runtime's kick timer to write */
 
   /* stdin, [made] then [engine]: the script and control lines, then borrowed memory, then a
    * local file, then EOF when in_eof is set; until the mark came on stdout (go), only in_gate
@@ -176,7 +177,9 @@ struct lc_runtime {
   int connected;              /* [atomic] */
   lc_process *procs;          /* [engine]: live processes */
   uv_timer_t heartbeat;       /* [engine] */
-  int heartbeat_started;      /* [engine] */
+  int heartbeat_started;      /* [engine]: heartbeat and kick are initialised */
+  uv_timer_t kick;            /* [engine]: writes stdin that grew in a callback (runtime.c) */
+  int kick_started;           /* [engine] */
   char *workdir;              /* [wdmu] */
   /* [wdmu]: removes the directory when this runtime's lifelines end */
   lc_process *workdir_keeper;

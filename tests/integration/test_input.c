@@ -5,9 +5,12 @@
  * whose login shells are bash, dash, zsh, fish and tcsh; lc_process_close_input gives the worker
  * EOF after everything before it; bad calls are refused with their codes; and nothing is left on
  * the host (no process, no FIFO directory in its /tmp) after a normal end, a stop, a free, and a
- * cut link (the lifeline's heartbeat ends it).
+ * cut link (the lifeline's heartbeat ends it). The engine-thread calls (lc__proc_input_line, as
+ * the job queue uses them) work from inside output callbacks, across processes, connections and
+ * backends.
  */
 #include "lc_test.h"
+#include "runtime_internal.h"
 #include "testenv.h"
 
 #include <errno.h>
@@ -373,12 +376,182 @@ static void test_link_cut(void) {
   replies_free(&r);
 }
 
+/*
+ * The engine-thread calls from inside line callbacks, as a job queue sends the next job when a
+ * result arrives: a ring of workers (two on lab1's one connection, one on lab3, one here), each
+ * answer making the next line for the next worker, RING_LINES in all, then every input closed
+ * from a callback. Each worker gets its lines in order, and all end with status 0.
+ */
+#define RING 4
+#define RING_LINES 400
+
+typedef struct ring_worker {
+  lc_process *p;
+  replies r;
+  int index;
+} ring_worker;
+
+static ring_worker ring[RING];
+static int ring_errors; /* engine thread only, read after every worker ended */
+
+static void ring_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  ring_worker *w = payload;
+  long n;
+  char next[32];
+  on_line(line, len, stream, &w->r);
+  if (stream != LC_STDOUT || strncmp(line, "got ", 4) != 0)
+    return;
+  n = strtol(line + 4, NULL, 10) + 1;
+  if (n < RING_LINES) {
+    lc__err err = {0};
+    snprintf(next, sizeof(next), "%ld", n);
+    ring_errors += lc__proc_input_line(ring[n % RING].p, next, strlen(next), &err) != 0;
+  } else {
+    for (int i = 0; i < RING; i++) {
+      lc__err err = {0};
+      ring_errors += lc__proc_input_close(ring[i].p, &err) != 0;
+    }
+  }
+}
+
+static void test_engine_thread_calls(void) {
+  static const char *const hosts[RING] = {"lab1", "lab1", "lab3", NULL};
+  lc_runtime_options o = th_options();
+  lc_runtime *rt[3] = {NULL, NULL, NULL};
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res;
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt[0], engine, "lab1", &o));
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt[1], engine, "lab3", &o));
+  LC_REQUIRE_OK(lc_runtime_new_local(&rt[2], engine, &o));
+  eo.on_line = ring_line;
+  eo.label = "input-ring";
+  eo.input = 1;
+  for (int i = 0; i < RING; i++) {
+    replies_init(&ring[i].r);
+    ring[i].index = i;
+    eo.payload = &ring[i];
+    LC_REQUIRE_OK(lc_runtime_spawn(&ring[i].p, rt[i < 2 ? 0 : i - 1], WORKER("input-ring"), &eo));
+  }
+  LC_CHECK_OK(write_str(ring[0].p, "0"));
+  for (int i = 0; i < RING; i++) {
+    int bad = 0, k = 0;
+    char want[32];
+    res.exit_status = -1;
+    LC_CHECK_OK(lc_process_wait(&res, ring[i].p, 120000));
+    LC_CHECK(res.exit_status == 0);
+    for (int n = i; n < RING_LINES; n += RING, k++) {
+      snprintf(want, sizeof(want), "got %d", n);
+      bad += k >= (int)ring[i].r.n || strcmp(ring[i].r.v[k], want) != 0;
+    }
+    snprintf(want, sizeof(want), "eof %d", k);
+    LC_CHECK(bad == 0);
+    LC_CHECK(ring[i].r.n == (size_t)k + 1);
+    if (ring[i].r.n == (size_t)k + 1)
+      LC_CHECK_STR(ring[i].r.v[k], want);
+    fprintf(stderr, "  worker %d on %s: %zu lines back\n", i, hosts[i] ? hosts[i] : "localhost",
+            ring[i].r.n);
+    lc_process_free(ring[i].p);
+    replies_free(&ring[i].r);
+  }
+  LC_CHECK(ring_errors == 0);
+  for (int i = 0; i < 3; i++)
+    lc_runtime_free(rt[i]);
+  LC_CHECK(procs_left(HOST, "input-ring") == 0);
+  LC_CHECK(procs_left(3, "input-ring") == 0);
+  LC_CHECK(procs_left(-1, "input-ring") == 0);
+}
+
+/*
+ * The same from a worker's own callback, as a pool gives a worker its next job when it answered
+ * the last: each answer ("got N", then "more N" on stdout and "log N" on stderr, so that more of
+ * its output waits while the callback runs) makes its next line, SELF_LINES in all; every line
+ * comes back once and in order, here and on lab1.
+ */
+#define SELF_LINES 300
+
+typedef struct self_worker {
+  lc_process *p;
+  replies r;
+  int logs, errors;
+} self_worker;
+
+static void self_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  self_worker *w = payload;
+  lc__err err = {0};
+  char next[32];
+  long n;
+  if (stream == LC_STDERR) {
+    w->logs += strncmp(line, "log ", 4) == 0;
+    return;
+  }
+  on_line(line, len, stream, &w->r);
+  if (strncmp(line, "got ", 4) != 0)
+    return;
+  n = strtol(line + 4, NULL, 10) + 1;
+  snprintf(next, sizeof(next), "%ld", n);
+  if (n < SELF_LINES)
+    w->errors += lc__proc_input_line(w->p, next, strlen(next), &err) != 0;
+  else
+    w->errors += lc__proc_input_close(w->p, &err) != 0;
+}
+
+static void self_feed(const char *host, int index) {
+  lc_runtime_options o = th_options();
+  lc_runtime *rt = NULL;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res = {.exit_status = -1};
+  self_worker w = {0};
+  char want[32];
+  int bad = 0;
+  replies_init(&w.r);
+  eo.on_line = self_line;
+  eo.payload = &w;
+  eo.label = "input-self";
+  eo.input = 1;
+  LC_REQUIRE_OK(make_runtime(&rt, host, &o));
+  LC_REQUIRE_OK(lc_runtime_spawn(&w.p, rt,
+                                 ": input-self; while IFS= read -r l; do "
+                                 "printf 'got %s\\nmore %s\\n' \"$l\" \"$l\"; "
+                                 "echo \"log $l\" >&2; done; echo eof",
+                                 &eo));
+  LC_CHECK_OK(write_str(w.p, "0"));
+  LC_CHECK_OK(lc_process_wait(&res, w.p, 120000));
+  LC_CHECK(res.exit_status == 0);
+  LC_CHECK(w.r.n == 2 * SELF_LINES + 1);
+  for (int n = 0; n < SELF_LINES && (size_t)(2 * n + 1) < w.r.n; n++) {
+    snprintf(want, sizeof(want), "got %d", n);
+    bad += strcmp(w.r.v[2 * n], want) != 0;
+    snprintf(want, sizeof(want), "more %d", n);
+    bad += strcmp(w.r.v[2 * n + 1], want) != 0;
+  }
+  LC_CHECK(bad == 0);
+  LC_CHECK(w.logs == SELF_LINES);
+  LC_CHECK(w.errors == 0);
+  lc_process_free(w.p);
+  lc_runtime_free(rt);
+  LC_CHECK(procs_left(index, "input-self") == 0);
+  replies_free(&w.r);
+}
+
+static void test_engine_thread_self(void) {
+  self_feed("lab1", HOST);
+  self_feed(NULL, -1);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_local),    LC_TEST(test_root),      LC_TEST(test_lcbash),
-      LC_TEST(test_lcsh),     LC_TEST(test_lczsh),     LC_TEST(test_lcfish),
-      LC_TEST(test_lctcsh),   LC_TEST(test_bad_calls), LC_TEST(test_stop_and_free),
+      LC_TEST(test_local),
+      LC_TEST(test_root),
+      LC_TEST(test_lcbash),
+      LC_TEST(test_lcsh),
+      LC_TEST(test_lczsh),
+      LC_TEST(test_lcfish),
+      LC_TEST(test_lctcsh),
+      LC_TEST(test_bad_calls),
+      LC_TEST(test_stop_and_free),
       LC_TEST(test_link_cut),
+      LC_TEST(test_engine_thread_calls),
+      LC_TEST(test_engine_thread_self),
   };
   int r;
   signal(SIGPIPE, SIG_IGN);
