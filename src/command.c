@@ -102,6 +102,7 @@ static const char lifeline_sh[] =
     "  [ -x \"$lc_setsid\" ] && break\n"
     "done\n"
     /* the command's stdin on fd 5, the reader's end of it on fd 6 */
+    "lc_in_dir=\n"
     "if [ \"$lc_input\" = 1 ]; then\n"
     "  if lc_in_dir=$(mktemp -d \"${TMPDIR:-/tmp}/lc-input.XXXXXX\") &&\n"
     "     mkfifo -m 600 \"$lc_in_dir/in\" &&\n"
@@ -138,6 +139,8 @@ static const char lifeline_sh[] =
     "    done\n"
     "    kill -KILL -\"$lc_command_pid\"; [ \"$lc_sweep_missed\" = 0 ] && lc_sweep KILL\n"
     "  fi\n"
+    /* the FIFO's directory went before the command started, unless that rm failed */
+    "  [ -z \"$lc_in_dir\" ] || [ ! -e \"$lc_in_dir\" ] || rm -rf -- \"$lc_in_dir\"\n"
     "  [ -z \"$lc_cleanup\" ] || eval \"$lc_cleanup\"\n"
     "  return 0\n"
     "}\n"

@@ -227,7 +227,8 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err);
 int lc__proc_launch(lc_process *p, lc__err *err);
 /* Engine thread: a line into the stdin of p (spawned with lc_exec_options.input), len bytes
  * without its newline; close: its stdin ends. Same returns as lc_process_write_line and
- * lc_process_close_input, with err set. */
+ * lc_process_close_input, with err set. Also from inside line callbacks and on_finish (of p or
+ * any other process): the backend then writes it on the loop's next turn. */
 int lc__proc_input_line(lc_process *p, const char *line, size_t len, lc__err *err);
 int lc__proc_input_close(lc_process *p, lc__err *err);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
