@@ -46,6 +46,11 @@ struct lc_process {
   char *command;           /* [made]: the line the host's login shell runs (command.c) */
   int lifeline;            /* [made]: receives heartbeats and stop requests on stdin */
   int refs;                /* [engine]: the engine's and the owner's */
+  /* [made]: the command's stdin is fed by control lines (lc_exec_options.input); [engine]:
+   * input_closed once lc__proc_input_close sent its end */
+  int input;
+  int input_closed;
+  int kick_due; /* [engine]: has stdin for the runtime's kick timer to write */
 
   /* stdin, [made] then [engine]: the script and control lines, then borrowed memory, then a
    * local file, then EOF when in_eof is set; until the mark came on stdout (go), only in_gate
@@ -172,7 +177,9 @@ struct lc_runtime {
   int connected;              /* [atomic] */
   lc_process *procs;          /* [engine]: live processes */
   uv_timer_t heartbeat;       /* [engine] */
-  int heartbeat_started;      /* [engine] */
+  int heartbeat_started;      /* [engine]: heartbeat and kick are initialised */
+  uv_timer_t kick;            /* [engine]: writes stdin that grew in a callback (runtime.c) */
+  int kick_started;           /* [engine] */
   char *workdir;              /* [wdmu] */
   /* [wdmu]: removes the directory when this runtime's lifelines end */
   lc_process *workdir_keeper;
@@ -220,7 +227,8 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err);
 int lc__proc_launch(lc_process *p, lc__err *err);
 /* Engine thread: a line into the stdin of p (spawned with lc_exec_options.input), len bytes
  * without its newline; close: its stdin ends. Same returns as lc_process_write_line and
- * lc_process_close_input, with err set. */
+ * lc_process_close_input, with err set. Also from inside line callbacks and on_finish (of p or
+ * any other process): the backend then writes it on the loop's next turn. */
 int lc__proc_input_line(lc_process *p, const char *line, size_t len, lc__err *err);
 int lc__proc_input_close(lc_process *p, lc__err *err);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
