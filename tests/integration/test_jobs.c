@@ -12,6 +12,10 @@
  * - host loss: a host's link cut while its job runs: the job is put back and finishes elsewhere,
  *   once in the joblog; nothing of it is left on the host once it answers again, and the host
  *   takes jobs again (its working directory made anew).
+ * - a pool (one worker per slot, fed lines): an update answered by every worker, a worker killed
+ *   while it runs a job (the job answered by another or the restarted worker, one more start), the
+ *   restarted worker answers the earlier update before any job, a later update answered by all,
+ *   100 jobs answered right.
  * After each: nothing of the queue left on any host.
  */
 #include "clusterenv.h"
@@ -512,10 +516,147 @@ static void test_host_back_in_queue(void) {
   lc_group_free(g);
 }
 
+/* ---- a pool ----------------------------------------------------------------------------------- */
+
+typedef struct pool_seen {
+  pthread_mutex_t mu;
+  int acks[HOSTS][3]; /* update answers per host: upd1, upd2 */
+  int worker_lines, job_lines, notices;
+} pool_seen;
+
+static void pool_line(const lc_jobs_line *l, void *payload) {
+  pool_seen *s = payload;
+  int h = l->host ? atoi(l->host + 3) : -1;
+  pthread_mutex_lock(&s->mu);
+  if (l->kind == LC_JOBS_LINE_UPDATE && h >= 0 && h < HOSTS)
+    s->acks[h][strcmp(l->line, "ack upd1") == 0 ? 1 : strcmp(l->line, "ack upd2") == 0 ? 2 : 0]++;
+  if (l->kind == LC_JOBS_LINE_WORKER)
+    s->worker_lines++;
+  if (l->kind == LC_JOBS_LINE_OUTPUT)
+    s->job_lines++;
+  if (l->kind == LC_JOBS_LINE_NOTICE)
+    s->notices++;
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Worker starts on every host (each start appends a line to ~/lcq-starts-PID). */
+static int worker_starts(lc_group *g, int clear) {
+  char cmd[256];
+  int n = 0;
+  snprintf(cmd, sizeof(cmd), "cat ~/lcq-starts-%d 2>/dev/null | wc -l%s", (int)getpid(),
+           clear ? "; rm -f ~/lcq-starts-*" : "");
+  for (size_t i = 0; i < lc_group_count(g); i++) {
+    collect col;
+    lc_exec_result res;
+    if (collect_exec(&col, &res, lc_group_at(g, i), cmd, NULL) == 0 && col.text[0] != NULL)
+      n += atoi(col.text[0]);
+    collect_free(&col);
+  }
+  return n;
+}
+
+static void test_pool(void) {
+  lc_group *g = connect_group(-1, 1);
+  lc_jobs *q = NULL;
+  lc_jobs_options o = LC_JOBS_OPTIONS_INIT;
+  pool_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  char script[512], text[1024];
+  const char *send[] = {script, NULL};
+  unsigned long slow = 0;
+  int killed = -1, bad = 0, answered = 0;
+  lc_jobs_stats st;
+  const lc_job *j;
+  FILE *f;
+
+  LC_REQUIRE(g != NULL);
+  snprintf(script, sizeof(script), "%s/worker.sh", tmpdir);
+  snprintf(text, sizeof(text),
+           "echo start >> \"$HOME/lcq-starts-%d\"\n"
+           "echo \"worker $LAZYCLUSTER_HOST $LAZYCLUSTER_SLOT up\" >&2\n"
+           "while IFS= read -r l; do\n"
+           "  case \"$l\" in\n"
+           "    upd*) echo \"ack $l\" ;;\n"
+           "    slow) echo 'slow job' >&2; sleep 7.77; echo 'ans slow' ;;\n"
+           "    *) echo \"ans $l\" ;;\n"
+           "  esac\n"
+           "done\n",
+           (int)getpid());
+  LC_REQUIRE((f = fopen(script, "w")) != NULL);
+  fputs(text, f);
+  fclose(f);
+  worker_starts(g, 1);
+  /* a copy of sh named lcqw: the test kills one worker by its name */
+  o.worker_cmd = "cp /bin/sh ./lcqw && exec ./lcqw ./worker.sh";
+  o.send = send;
+  o.restart_backoff_ms = 200;
+  o.on_line = pool_line;
+  o.payload = &seen;
+  LC_REQUIRE_OK(lc_jobs_new(&q, g, &o));
+  LC_CHECK_OK(lc_jobs_update(q, "upd1", 60000));
+  for (int i = 0; i < HOSTS; i++)
+    LC_CHECK(seen.acks[i][1] == 1);
+  LC_CHECK_OK(lc_jobs_submit_text(q, "slow", &slow));
+  for (int t = 0; t < 120 && killed < 0; t++) {
+    for (int i = 0; i < HOSTS && killed < 0; i++)
+      if (th_count_procs(i, "^sleep 7.77") == 1)
+        killed = i;
+    if (killed < 0)
+      usleep(250 * 1000);
+  }
+  LC_REQUIRE(killed >= 0);
+  LC_CHECK(th_kill_procs(killed, "lcqw", SIGKILL) == 1);
+  for (int i = 1; i <= 100; i++) {
+    char a[16];
+    const char *args[] = {"j", a};
+    snprintf(a, sizeof(a), "%d", i);
+    LC_CHECK_OK(lc_jobs_submit(q, args, 2, NULL));
+  }
+  /* the killed worker comes back and answers the update made before its death first */
+  for (int t = 0; t < 120; t++) {
+    pthread_mutex_lock(&seen.mu);
+    int back = seen.acks[killed][1] == 2;
+    pthread_mutex_unlock(&seen.mu);
+    if (back)
+      break;
+    usleep(250 * 1000);
+  }
+  LC_CHECK(seen.acks[killed][1] == 2);
+  LC_CHECK_OK(lc_jobs_update(q, "upd2", 60000));
+  for (int i = 0; i < HOSTS; i++)
+    LC_CHECK(seen.acks[i][2] == 1);
+  LC_CHECK_OK(lc_jobs_close(q));
+  LC_CHECK(lc_jobs_wait(q, 120000) == 0);
+  while (lc_jobs_next(&j, q, LC_JOBS_IN_ORDER, 0) == 0) {
+    char want[32];
+    if (j->seq == slow) {
+      LC_CHECK_STR(j->result, "ans slow");
+      LC_CHECK(j->attempts == 2 && j->state == LC_JOB_DONE);
+      continue;
+    }
+    answered++;
+    snprintf(want, sizeof(want), "ans j %lu", j->seq - 1);
+    if (j->result == NULL || strcmp(j->result, want) != 0 || j->state != LC_JOB_DONE) {
+      fprintf(stderr, "  job %lu: %s\n", j->seq, j->result ? j->result : "(no result)");
+      bad++;
+    }
+  }
+  LC_CHECK(answered == 100 && bad == 0);
+  lc_jobs_stats_get(q, &st);
+  LC_CHECK(st.done == 101 && st.requeued == 1 && st.slots == 4);
+  LC_CHECK(seen.worker_lines >= 5 && seen.job_lines >= 2 && seen.notices >= 2);
+  LC_CHECK(worker_starts(g, 0) == HOSTS + 1);
+  lc_jobs_free(q);
+  LC_CHECK(worker_starts(g, 1) == HOSTS + 1);
+  LC_CHECK(left_everywhere("^./lcqw", 10) == 0);
+  LC_CHECK(left_everywhere("^sleep 7.77", 10) == 0);
+  lc_group_free(g);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_gpu_slots),   LC_TEST(test_retries),     LC_TEST(test_cancel),
       LC_TEST(test_joblog_resume), LC_TEST(test_host_loss), LC_TEST(test_host_back_in_queue),
+      LC_TEST(test_pool),
   };
   char cmd[600];
   int r;
