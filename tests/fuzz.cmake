@@ -5,7 +5,7 @@
 # sanitizer report or a timeout fails the test, with the input in fuzz-artifacts/.
 # The ten-minute runs and what they found: docs/security.md, "Fuzzing".
 if(LC_FUZZ)
-  set(LC_FUZZ_TARGETS sshconfig inventory ports listing template hostfacts nvsmi json control)
+  set(LC_FUZZ_TARGETS sshconfig inventory ports listing template hostfacts nvsmi json control pool)
   set(LC_FUZZ_RUNS 10000 CACHE STRING "Inputs each fuzz test runs (ctest -L fuzz)")
   add_custom_target(lc_fuzz_all)
   foreach(t ${LC_FUZZ_TARGETS})
