@@ -6,7 +6,7 @@
 # The ten-minute runs and what they found: docs/security.md, "Fuzzing".
 if(LC_FUZZ)
   set(LC_FUZZ_TARGETS sshconfig inventory ports listing template hostfacts nvsmi json control
-    jobcmd joblog)
+    jobcmd joblog pool)
   set(LC_FUZZ_RUNS 10000 CACHE STRING "Inputs each fuzz test runs (ctest -L fuzz)")
   add_custom_target(lc_fuzz_all)
   foreach(t ${LC_FUZZ_TARGETS})
