@@ -6,3 +6,12 @@ add_test(NAME test_cli_map COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_
 set_tests_properties(test_cli_map PROPERTIES LABELS integration TIMEOUT 600
   FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
   ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_CTL=$<TARGET_FILE:lazyclusterctl>")
+
+# examples/sweep against two test hosts: the sweep's results in order, the pool's answers with the
+# update applied, nothing left on either host.
+if(TARGET sweep)
+  add_test(NAME test_example_sweep COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/integration/test_example_sweep.sh)
+  set_tests_properties(test_example_sweep PROPERTIES LABELS integration TIMEOUT 180
+    FIXTURES_REQUIRED testhosts RESOURCE_LOCK testhosts
+    ENVIRONMENT "LC_TESTHOSTS_DIR=${LC_TESTHOSTS_DIR};LC_TESTHOSTS=${LC_TESTHOSTS};LC_SWEEP=$<TARGET_FILE:sweep>")
+endif()
