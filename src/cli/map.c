@@ -779,7 +779,7 @@ int cli_map(int argc, char **argv) {
   m.jo.env = m.env.n ? (const char *const *)m.env.v : NULL;
   m.jo.send = m.sends.n ? (const char *const *)m.sends.v : NULL;
   m.jo.returns = m.returns.n ? (const char *const *)m.returns.v : NULL;
-  m.jo.output_max = m.keep_order ? -1 : 0;
+  m.jo.output_max = m.keep_order ? -1 : 0; /* the jobs' lines wait for their turn */
   m.jo.on_line = on_line;
   m.jo.payload = &m;
   if ((r = lc_jobs_new(&q, g, &m.jo)) < 0) {
