@@ -77,6 +77,7 @@ typedef struct map_cli {
   map_strs *lists; /* the ::: lists, their words borrowed from argv */
   size_t nlists;
   map_strs lines;   /* -a FILE or stdin: one job a line (owned) */
+  size_t *lineno;   /* each one's line number there (blank lines are skipped) */
   map_strs env;     /* --env: "NAME=VALUE" (owned) */
   map_strs sends;   /* --send (borrowed) */
   map_strs returns; /* --return (borrowed) */
@@ -501,20 +502,26 @@ static int read_lines(map_cli *m) {
   char *line = NULL;
   size_t cap = 0;
   ssize_t n;
+  size_t at = 0;
   int status = -1;
   if (f == NULL)
     return cli_usage_error(CMD, "-a %s: %s", m->arg_file, strerror(errno));
   while ((n = getline(&line, &cap, f)) >= 0) {
-    char *copy;
+    char *copy = NULL;
+    size_t *more;
+    at++;
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
       line[--n] = '\0';
     if (line[strspn(line, " \t")] == '\0')
       continue;
-    if ((copy = strdup(line)) == NULL || strs_push(&m->lines, copy) < 0) {
+    if ((more = realloc(m->lineno, (m->lines.n + 1) * sizeof(*more))) != NULL)
+      m->lineno = more;
+    if (more == NULL || (copy = strdup(line)) == NULL || strs_push(&m->lines, copy) < 0) {
       free(copy);
       status = cli_fail(CMD, -ENOMEM, "cannot read the jobs");
       goto out;
     }
+    m->lineno[m->lines.n - 1] = at;
   }
   if (ferror(f)) {
     status = cli_usage_error(CMD, "-a %s: %s", name, strerror(errno));
@@ -667,7 +674,7 @@ static int submit_all(map_cli *m, lc_jobs *q) {
     args[n] = NULL;
     if ((r = lc_jobs_submit(q, args, n, NULL)) < 0) {
       char *why = lc__cli_sprintf("%s", lc_error_last());
-      lc_error_set(r, "%s line %zu: %s", m->arg_file ? m->arg_file : "stdin", k + 1,
+      lc_error_set(r, "%s line %zu: %s", m->arg_file ? m->arg_file : "stdin", m->lineno[k],
                    why ? why : lc_strerror(r));
       free(why);
       goto out;
@@ -830,6 +837,7 @@ out:
     strs_free(&m.lists[l], 0);
   free(m.lists);
   strs_free(&m.lines, 1);
+  free(m.lineno);
   strs_free(&m.env, 1);
   strs_free(&m.sends, 0);
   strs_free(&m.returns, 0);
