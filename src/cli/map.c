@@ -212,10 +212,12 @@ static void print_lines(map_cli *m, FILE *f, const char *tag, const char *text, 
 static void how_it_ended(char *out, size_t size, const lc_job *j) {
   if (j->state == LC_JOB_CANCELLED)
     snprintf(out, size, "cancelled");
-  else if (j->error != 0)
-    snprintf(out, size, "%s", j->message && j->message[0] ? j->message : lc_strerror(j->error));
   else if (j->exit.signal != 0)
     snprintf(out, size, "signal %d", j->exit.signal);
+  else if (j->exit.exit_status > 0)
+    snprintf(out, size, "exit %d", j->exit.exit_status);
+  else if (j->error != 0)
+    snprintf(out, size, "%s", j->message && j->message[0] ? j->message : lc_strerror(j->error));
   else
     snprintf(out, size, "exit %d", j->exit.exit_status);
 }
