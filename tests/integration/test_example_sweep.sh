@@ -21,7 +21,7 @@ sed 's/^/  out: /' "$tmp/out" >&2
 sed 's/^/  err: /' "$tmp/err" >&2
 check "it exits 0" [ "$rc" -eq 0 ]
 want=$(for lr in 0.1 0.01; do for s in 1 2 3; do echo "lr=$lr seed=$s"; done; done)
-got=$(sed -nE 's/^job ([0-9]+) (lr=[^ ]+ seed=[0-9]+) on lab[12] gpu -1: trained \2 on gpu none$/\2/p' "$tmp/out")
+got=$(sed -nE 's/^job ([0-9]+) (lr=[^ ]+ seed=[0-9]+) on lab[12] gpu (-1|[0-9]+): trained \2 on gpu (none|[0-9]+)$/\2/p' "$tmp/out")
 check "the sweep's 6 results, in the order submitted, each from a host" [ "$got" = "$want" ]
 check "the sweep's job numbers are 1..6 in order" \
   [ "$(sed -nE 's/^job ([0-9]+) .*/\1/p' "$tmp/out" | tr '\n' ' ')" = "1 2 3 4 5 6 " ]
