@@ -7,7 +7,8 @@
  * then
  *   1. runs a sweep of command jobs, one per (learning rate, seed) pair, a job per GPU slot at a
  *      time (one slot per host without GPUs), and prints their results in the order submitted,
- *      each with where it ran: "job 4 lr=0.01 seed=1 on lab1 gpu -1: trained lr=0.01 seed=1 on gpu none";
+ *      each with where it ran: "job 4 lr=0.01 seed=1 on lab1 gpu -1: trained lr=0.01 seed=1 on gpu
+ * none";
  *   2. starts a pool, one long-lived sh worker per slot, sends every worker an update
  *      ("scale 10") and then jobs of one line each; prints each answer as it comes
  *      ("answer 3 from lab2 slot 0: 30").

@@ -368,7 +368,7 @@ static int new_list(map_cli *m) {
 /* Options, then COMMAND (after -- or from the first word that is no option), then ::: lists.
  * Returns -1 to go on, or an exit code. */
 static int parse(map_cli *m, int argc, char **argv) {
-  int i = 1, r;
+  int i = 1;
   for (; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int took;
@@ -437,7 +437,7 @@ static int parse(map_cli *m, int argc, char **argv) {
     m->nwords++;
   for (; i < argc; i++) {
     if (strcmp(argv[i], ":::") == 0) {
-      if ((r = new_list(m)) < 0)
+      if (new_list(m) < 0)
         return cli_usage_error(CMD, "out of memory");
     } else if (strs_push(&m->lists[m->nlists - 1], argv[i]) < 0) {
       return cli_usage_error(CMD, "out of memory");
@@ -751,7 +751,6 @@ int cli_map(int argc, char **argv) {
   m.color = isatty(1);
   if ((status = parse(&m, argc, argv)) >= 0)
     goto out;
-  status = CLI_EXIT_USAGE;
   if (m.nlists == 0 && m.arg_file == NULL && isatty(0)) {
     status = cli_usage_error(CMD, "no jobs: give ::: lists, -a FILE, or lines on stdin");
     goto out;
