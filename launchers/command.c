@@ -18,69 +18,54 @@ typedef struct command_type {
   char *worker_cmd;
 } command_type;
 
+/* What lc__template_expand's placeholders stand for: a master's (w NULL) or a worker's. */
+typedef struct expand_ctx {
+  int master_port;
+  const lc_worker_info *w;
+  const char *master_host;
+} expand_ctx;
+
+static int expand_lookup(lc__buf *out, const char *name, size_t len, void *payload) {
+  const expand_ctx *x = payload;
+  const lc_worker_info *w = x->w;
+  char num[32];
+  const char *val = NULL;
+#define IS(s) (len == sizeof(s) - 1 && strncmp(name, s, len) == 0)
+  if (IS("master_port"))
+    snprintf(num, sizeof(num), "%d", x->master_port), val = num;
+  else if (w != NULL && IS("worker_port"))
+    snprintf(num, sizeof(num), "%d", w->port), val = num;
+  else if (w != NULL && IS("aux_port"))
+    snprintf(num, sizeof(num), "%d", w->aux_port), val = num;
+  else if (w != NULL && IS("worker_index"))
+    snprintf(num, sizeof(num), "%d", w->index), val = num;
+  else if (w != NULL && IS("worker_count"))
+    snprintf(num, sizeof(num), "%d", w->count), val = num;
+  else if (w != NULL && IS("gpu"))
+    snprintf(num, sizeof(num), "%d", w->gpu), val = num;
+  else if (IS("host"))
+    val = w != NULL ? w->host : x->master_host;
+  else if (w != NULL && IS("workdir"))
+    val = w->workdir;
+#undef IS
+  if (val == NULL)
+    return 0;
+  return lc__buf_shell_quote(out, val) < 0 ? -ENOMEM : 1;
+}
+
 int lc__template_expand(char **out, const char *tmpl, int master_port, const lc_worker_info *w,
                         const char *master_host) {
   lc__buf b = {0};
-  const char *p = tmpl;
-  int r = 0;
+  expand_ctx x = {.master_port = master_port, .w = w, .master_host = master_host};
+  int r;
 
   *out = NULL;
-  while (*p != '\0' && r == 0) {
-    const char *open = strpbrk(p, "{}");
-    char num[32];
-    const char *val = NULL;
-    size_t len;
-    if (open == NULL) {
-      r = lc__buf_puts(&b, p);
-      break;
-    }
-    lc__buf_append(&b, p, (size_t)(open - p));
-    if (open[0] == open[1]) { /* {{ or }} */
-      lc__buf_append(&b, open, 1);
-      p = open + 2;
-      continue;
-    }
-    if (*open == '}') {
-      r = lc__error_set(-EINVAL, "template \"%s\": a lone } (write }} for a brace)", tmpl);
-      break;
-    }
-    len = strcspn(open + 1, "}");
-    if (open[1 + len] != '}') {
-      r = lc__error_set(-EINVAL, "template \"%s\": { without } (write {{ for a brace)", tmpl);
-      break;
-    }
-#define IS(name) (len == sizeof(name) - 1 && strncmp(open + 1, name, len) == 0)
-    if (IS("master_port"))
-      snprintf(num, sizeof(num), "%d", master_port), val = num;
-    else if (w != NULL && IS("worker_port"))
-      snprintf(num, sizeof(num), "%d", w->port), val = num;
-    else if (w != NULL && IS("aux_port"))
-      snprintf(num, sizeof(num), "%d", w->aux_port), val = num;
-    else if (w != NULL && IS("worker_index"))
-      snprintf(num, sizeof(num), "%d", w->index), val = num;
-    else if (w != NULL && IS("worker_count"))
-      snprintf(num, sizeof(num), "%d", w->count), val = num;
-    else if (w != NULL && IS("gpu"))
-      snprintf(num, sizeof(num), "%d", w->gpu), val = num;
-    else if (IS("host"))
-      val = w != NULL ? w->host : master_host;
-    else if (w != NULL && IS("workdir"))
-      val = w->workdir;
-#undef IS
-    if (val == NULL) {
-      r = lc__error_set(-EINVAL, "template \"%s\": unknown placeholder {%.*s}%s", tmpl, (int)len,
-                        open + 1, w == NULL ? " (a master knows {master_port} and {host})" : "");
-      break;
-    }
-    r = lc__buf_shell_quote(&b, val);
-    p = open + len + 2;
-  }
+  r = lc__template_render(&b, tmpl, expand_lookup, &x,
+                          w == NULL ? " (a master knows {master_port} and {host})" : NULL);
   if (r < 0) {
     lc__buf_free(&b);
     return r;
   }
-  if (b.data == NULL && lc__buf_puts(&b, "") < 0)
-    return lc__error_set(-ENOMEM, "out of memory");
   *out = b.data;
   return 0;
 }

@@ -41,9 +41,21 @@
  * itself. The watchdog's sleep is ended with SIGKILL: a SIGTERM that came between its fork and
  * its exec would be taken by the shell's inherited trap and lost.
  *
- * The variables set before this text: lc_heartbeat_s lc_grace_tenths lc_cleanup lc_command, and
- * the exports in setup(). Every variable of the wrapper starts with lc_, so that none takes the
- * value or the export of a variable of the login environment.
+ * With $lc_input = 1 the command's stdin is a FIFO that the control reader feeds: a control line
+ * "dTEXT" goes in as "TEXT\n" (read with IFS= and -r: blanks and backslashes stay as they came),
+ * "e" closes it (the command reads EOF), and each of them counts as a heartbeat. The wrapper
+ * makes the FIFO in a directory of its own (mktemp -d, lc-input.XXXXXX under $TMPDIR or /tmp),
+ * opens both ends at once (a read-write open first, which Linux grants without waiting for a
+ * peer, so that neither plain open blocks) and removes the directory before it starts anything:
+ * nothing of it stays on the host, whatever ends the wrapper later. The limit: the reader writes
+ * each line into the FIFO itself, so while the command leaves more than the pipe's buffer (64
+ * KiB on Linux) unread, the reader waits, and the heartbeats and a stop behind that line wait
+ * with it; a command that reads nothing for the heartbeat limit is then ended by the watchdog.
+ * Without input the command's stdin is /dev/null.
+ *
+ * The variables set before this text: lc_heartbeat_s lc_grace_tenths lc_input lc_cleanup
+ * lc_command, and the exports in setup(). Every variable of the wrapper starts with lc_, so that
+ * none takes the value or the export of a variable of the login environment.
  */
 
 /*
@@ -89,10 +101,25 @@ static const char lifeline_sh[] =
     "for lc_setsid in /usr/bin/setsid /bin/setsid setsid; do\n"
     "  [ -x \"$lc_setsid\" ] && break\n"
     "done\n"
+    /* the command's stdin on fd 5, the reader's end of it on fd 6 */
+    "if [ \"$lc_input\" = 1 ]; then\n"
+    "  if lc_in_dir=$(mktemp -d \"${TMPDIR:-/tmp}/lc-input.XXXXXX\") &&\n"
+    "     mkfifo -m 600 \"$lc_in_dir/in\" &&\n"
+    "     command exec 4<>\"$lc_in_dir/in\" 5<\"$lc_in_dir/in\" 6>\"$lc_in_dir/in\" 4<&-; then\n"
+    "    rm -rf -- \"$lc_in_dir\"\n"
+    "  else\n"
+    "    [ -z \"$lc_in_dir\" ] || rm -rf -- \"$lc_in_dir\"\n"
+    "    printf 'lc-lifeline: cannot make a FIFO for the command'\\''s input under %s\\n' "
+    "\"${TMPDIR:-/tmp}\" >&2\n"
+    "    [ -z \"$lc_cleanup\" ] || eval \"$lc_cleanup\"\n"
+    "    exit 126\n"
+    "  fi\n"
+    "else exec 5</dev/null 6>/dev/null; fi\n"
     /* the group leader's pid (its own, read from /proc/self, as $$ is the wrapper's) goes first
      * on stdout, before anything of the command: runtime.c takes that line (lc_process_pid) */
     "{ read -r lc_self _ </proc/self/stat && printf '" LC__COMMAND_PID_SH "%s\\n' \"$lc_self\"\n"
-    "  setup; export LC_LIFELINE=$$; exec \"$lc_setsid\" /bin/sh -c \"$lc_command\"; } 3<&- &\n"
+    "  setup; export LC_LIFELINE=$$; exec \"$lc_setsid\" /bin/sh -c \"$lc_command\"; } 3<&- "
+    "<&5 5<&- 6>&- &\n"
     "lc_command_pid=$!\n"
     /* not the command's: ignored here, so that a heartbeat that comes before the watchdog set its
      * trap cannot end it (or the reader) */
@@ -126,14 +153,21 @@ static const char lifeline_sh[] =
     "    while :; do sleep $(( (lc_heartbeat_s + 2) / 3 )) &\n"
     "      lc_woken=1; while [ \"$lc_woken\" = 1 ]; do lc_woken=0; wait $!; done\n"
     "      lc_silent_sleeps=$((lc_silent_sleeps+1)); [ \"$lc_silent_sleeps\" -gt 3 ] && break\n"
-    "    done; lc_end ) 3<&- &\n"
+    "    done; lc_end ) 3<&- 5<&- 6>&- &\n"
     "  lc_watchdog_pid=$!\n"
     "fi\n"
-    "( while IFS= read -r lc_control <&3; do\n"
+    /* a command that closed its stdin makes a write fail (EPIPE), not end the reader */
+    "( trap '' PIPE\n"
+    "  while IFS= read -r lc_control <&3; do\n"
     "    [ \"$lc_control\" = s ] && break\n"
     "    [ -z \"$lc_watchdog_pid\" ] || kill -USR1 $lc_watchdog_pid\n"
-    "  done; lc_end ) &\n"
+    "    case $lc_control in\n"
+    "    d*) printf '%s\\n' \"${lc_control#d}\" >&6 ;;\n"
+    "    e) exec 6>&- ;;\n"
+    "    esac\n"
+    "  done; exec 6>&-; lc_end ) 5<&- &\n"
     "lc_reader_pid=$!\n"
+    "exec 5<&- 6>&-\n"
     /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
     "lc_quit() { kill $lc_reader_pid $lc_watchdog_pid; lc_end; exit \"$1\"; }\n"
     "trap 'lc_quit 129' HUP; trap 'lc_quit 130' INT; trap 'lc_quit 143' TERM\n"
@@ -217,6 +251,7 @@ int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
                         const lc_exec_options *opts, int heartbeat_s, int grace_ms,
                         const char *setup, const char *cleanup, const char *host, lc__err *err) {
   const char *label = opts != NULL && opts->version >= 2 ? opts->label : NULL;
+  int input = opts != NULL && opts->version >= 3 && opts->input != 0;
   int r;
 
   if ((r = lc__buf_puts(line, heartbeat_s >= 0 ? "exec /bin/sh -s lc-lifeline"
@@ -230,8 +265,8 @@ int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
       (r = append_setup(script, opts, setup, err)) < 0)
     goto out;
   if (heartbeat_s >= 0) {
-    if ((r = lc__buf_printf(script, "lc_heartbeat_s=%d lc_grace_tenths=%d lc_cleanup=", heartbeat_s,
-                            (grace_ms + 99) / 100)) < 0 ||
+    if ((r = lc__buf_printf(script, "lc_heartbeat_s=%d lc_grace_tenths=%d lc_input=%d lc_cleanup=",
+                            heartbeat_s, (grace_ms + 99) / 100, input)) < 0 ||
         (r = lc__buf_shell_quote(script, cleanup != NULL ? cleanup : "")) < 0 ||
         (r = lc__buf_puts(script, " lc_command=")) < 0 ||
         (r = lc__buf_shell_quote(script, command)) < 0 || (r = lc__buf_puts(script, "\n")) < 0 ||

@@ -326,6 +326,7 @@ static void step_start(job_host *h) {
   s = &h->task->steps[h->step];
   if (j->eo != NULL) /* checked by lc_group_exec; as long as its version says */
     lc__options_copy(&eo, j->eo, lc__exec_options_size(j->eo));
+  eo.input = 0; /* lc_runtime_spawn's alone: nobody feeds a group's commands */
   eo.on_line = host_line;
   eo.payload = h;
   switch (s->kind) {

@@ -91,7 +91,8 @@ void lc__buf_free(lc__buf *b);
  * shell-quoted, as lookup decides); {{ and }} are literal braces. lookup returns 1 when it knew
  * name (len bytes, not NUL-terminated; "" for {}), 0 when not, or an error (its detail set with
  * lc__error_set). An unknown name, a lone } and a { without } fail with -EINVAL and a message
- * that quotes the template and the placeholder, followed by hint (NULL for none).
+ * that quotes the template and the placeholder; an unknown name's is followed by hint (NULL for
+ * none). Appends to out; on an error out is left as it was.
  */
 typedef int (*lc__template_lookup)(lc__buf *out, const char *name, size_t len, void *ctx);
 int lc__template_render(lc__buf *out, const char *tmpl, lc__template_lookup lookup, void *ctx,

@@ -581,6 +581,101 @@ static void stop_fn(lc__call *c) {
   lc__call_done(c, 0);
 }
 
+/*
+ * A line for the command's stdin goes to its lifeline as the control line "dLINE", an end as "e"
+ * (command.c); both wait behind the script until the host's sh has read it (the gate in
+ * lc__proc_in_peek), and are written in order with the heartbeats and a stop.
+ */
+static int input_check(lc_process *p, lc__err *err) {
+  if (!p->input)
+    return lc__err_set(err, -EINVAL,
+                       "%s: the process has no input (spawn it with lc_exec_options.input)",
+                       p->host);
+  return 0;
+}
+
+static int input_open(lc_process *p, lc__err *err) {
+  if (p->finished || p->rt == NULL)
+    return lc__err_set(err, LC_ECLOSED, "%s: the process ended, its input with it", p->host);
+  if (!lc_runtime_is_connected(p->rt))
+    return lc__err_set(err, LC_ECLOSED, "%s: the connection to the host is lost", p->host);
+  return 0;
+}
+
+int lc__proc_input_line(lc_process *p, const char *line, size_t len, lc__err *err) {
+  const char *bad;
+  int r;
+
+  if ((r = input_check(p, err)) < 0)
+    goto out;
+  if (line == NULL && len > 0) {
+    r = lc__err_set(err, -EINVAL, "%s: no line given", p->host);
+    goto out;
+  }
+  if (len > 0 && ((bad = memchr(line, '\n', len)) != NULL || (bad = memchr(line, '\0', len)))) {
+    r = lc__err_set(err, -EINVAL, "%s: a line for the process's input holds a %s at byte %zu",
+                    p->host, *bad == '\n' ? "newline" : "NUL", (size_t)(bad - line));
+    goto out;
+  }
+  if (p->input_closed) {
+    r = lc__err_set(err, -EPIPE, "%s: the process's input was closed", p->host);
+    goto out;
+  }
+  if ((r = input_open(p, err)) < 0)
+    goto out;
+  if ((r = lc__buf_puts(&p->in, "d")) < 0 ||
+      (len > 0 && (r = lc__buf_append(&p->in, line, len)) < 0) ||
+      (r = lc__buf_puts(&p->in, "\n")) < 0) {
+    r = lc__err_set(err, -ENOMEM, "out of memory");
+    goto out;
+  }
+  p->rt->ops->proc_kick(p);
+out:
+  return r;
+}
+
+int lc__proc_input_close(lc_process *p, lc__err *err) {
+  int r;
+  if ((r = input_check(p, err)) < 0 || p->input_closed || (r = input_open(p, err)) < 0)
+    return r;
+  if (lc__buf_puts(&p->in, "e\n") < 0)
+    return lc__err_set(err, -ENOMEM, "out of memory");
+  p->input_closed = 1;
+  p->rt->ops->proc_kick(p);
+  return 0;
+}
+
+typedef struct {
+  lc__call call;
+  lc_process *p;
+  const char *line;
+  size_t len;
+} input_call;
+
+static void input_line_fn(lc__call *c) {
+  input_call *ic = (input_call *)c;
+  lc__call_done(c, lc__proc_input_line(ic->p, ic->line, ic->len, &c->err));
+}
+
+static void input_close_fn(lc__call *c) {
+  input_call *ic = (input_call *)c;
+  lc__call_done(c, lc__proc_input_close(ic->p, &c->err));
+}
+
+int lc_process_write_line(lc_process *p, const char *line, size_t len) {
+  input_call ic = {.p = p, .line = line, .len = len};
+  if (p == NULL)
+    return lc__error_set(-EINVAL, "write_line: no process given");
+  return lc__engine_run(p->engine, &ic.call, input_line_fn);
+}
+
+int lc_process_close_input(lc_process *p) {
+  input_call ic = {.p = p};
+  if (p == NULL)
+    return lc__error_set(-EINVAL, "close_input: no process given");
+  return lc__engine_run(p->engine, &ic.call, input_close_fn);
+}
+
 void lc__proc_release(lc_process *p) {
   p->on_line = NULL;
   p->on_finish = NULL;
@@ -632,6 +727,7 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   p->in = script;
   p->in_gate = script.len;
   p->lifeline = lifeline;
+  p->input = lifeline && opts != NULL && opts->version >= 3 && opts->input != 0;
   p->refs = 2;
   p->in_fd = -1;
   p->out_fd = -1;
@@ -767,10 +863,17 @@ static int wait_or_end(lc_exec_result *out, lc_process *p, int timeout_ms, const
 
 int lc_runtime_exec(lc_exec_result *out, lc_runtime *rt, const char *command,
                     const lc_exec_options *opts) {
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_process *p = NULL;
   lc_exec_result res = {.exit_status = -1};
   int r;
-  if ((r = lc_runtime_spawn(&p, rt, command, opts)) < 0)
+  LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
+  if (opts != NULL) { /* input is lc_runtime_spawn's alone: nobody could feed it here */
+    lc__options_copy(&eo, opts, lc__exec_options_size(opts));
+    eo.version = LC_EXEC_OPTIONS_VERSION;
+    eo.input = 0;
+  }
+  if ((r = lc_runtime_spawn(&p, rt, command, opts != NULL ? &eo : NULL)) < 0)
     return r;
   r = wait_or_end(&res, p, opts ? opts->timeout_ms : 0, "command");
   lc_process_free(p);

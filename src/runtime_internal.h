@@ -46,6 +46,10 @@ struct lc_process {
   char *command;           /* [made]: the line the host's login shell runs (command.c) */
   int lifeline;            /* [made]: receives heartbeats and stop requests on stdin */
   int refs;                /* [engine]: the engine's and the owner's */
+  /* [made]: the command's stdin is fed by control lines (lc_exec_options.input); [engine]:
+   * input_closed once lc__proc_input_close sent its end */
+  int input;
+  int input_closed;
 
   /* stdin, [made] then [engine]: the script and control lines, then borrowed memory, then a
    * local file, then EOF when in_eof is set; until the mark came on stdout (go), only in_gate

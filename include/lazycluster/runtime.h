@@ -133,10 +133,14 @@ typedef struct lc_exec_options {
   const char *label;
   /* version 3 */
   /**
-   * lc_runtime_spawn only: non-zero gives the command a stdin that lc_process_write_line feeds
-   * (through its lifeline's channel, so it costs no second channel); zero (the default) gives it
-   * /dev/null. The command's stdin ends (EOF) at lc_process_close_input and when the command is
-   * stopped.
+   * lc_runtime_spawn only (ignored by lc_runtime_exec and groups): non-zero gives the command a
+   * stdin that lc_process_write_line feeds (through its lifeline's channel, so it costs no second
+   * channel; on the host a FIFO whose directory is removed before the command starts); zero (the
+   * default) gives it /dev/null. The command's stdin ends (EOF) at lc_process_close_input and
+   * when the command is stopped. The command must read what it is sent: while it leaves more
+   * than the host's pipe buffer (64 KiB on Linux) unread, the lifeline's heartbeats and a stop
+   * wait behind it, and after the runtime's heartbeat timeout of that the lifeline ends the
+   * command (a worker that is sent one line at a time and answers it never gets there).
    */
   int input;
 } lc_exec_options;

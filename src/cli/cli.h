@@ -38,6 +38,7 @@ int cli_forward(int argc, char **argv);
 int cli_hosts(int argc, char **argv);
 int cli_list(int argc, char **argv);
 int cli_logs(int argc, char **argv);
+int cli_map(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_scale(int argc, char **argv);
 int cli_serve(int argc, char **argv);
@@ -86,6 +87,15 @@ void cli_hostopts_init(cli_hostopts *h);
 int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, int *i);
 /* The options' help text. */
 const char *cli_hostopts_help(void);
+/*
+ * The hosts of a command that works on hosts (start, run, map): those discovery finds (with their
+ * facts when facts is set), or this machine alone when no host is configured (no --hosts, no
+ * --inventory, no Host alias in the ssh config). Says on stderr which (and why a host is not
+ * there). Returns CLI_EXIT_OK with *g and *d set (the caller frees both, also on failure), or an
+ * exit code with the error printed: no host reachable, discovery failed.
+ */
+int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int facts, lc_group **g,
+                      lc_discovery **d);
 
 /*
  * The start path that `start` and `run` share (start.c): parse the options, bring the cluster up

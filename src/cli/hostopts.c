@@ -77,6 +77,33 @@ const char *cli_hostopts_help(void) {
          "                          what they write is yours alone; e.g. 022)\n";
 }
 
+int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int facts, lc_group **g,
+                      lc_discovery **d) {
+  int r, have_hosts = h->discover.hosts || h->discover.inventory;
+  size_t ready;
+  h->discover.facts = facts;
+  if ((r = lc_discover(g, d, engine, &h->discover)) < 0)
+    return cli_fail(cmd, r, "cannot find the hosts");
+  if (!have_hosts && lc_discovery_count(*d) == 0) { /* no host configured: this machine */
+    lc_runtime *local = NULL;
+    if ((r = lc_runtime_new_local(&local, engine, &h->runtime)) < 0 ||
+        (r = lc_group_add(*g, local)) < 0) {
+      lc_runtime_free(local);
+      return cli_fail(cmd, r, "cannot use this machine");
+    }
+    fprintf(stderr, "no hosts configured: using this machine\n");
+    return CLI_EXIT_OK;
+  }
+  ready = lc_group_count(*g);
+  fprintf(stderr, "hosts connected: %zu/%zu\n", ready, lc_discovery_count(*d));
+  for (size_t i = 0; i < lc_discovery_count(*d); i++)
+    if (lc_discovery_state(*d, i) != LC_HOST_READY)
+      fprintf(stderr, "  %s: %s\n", lc_discovery_host(*d, i), lc_discovery_reason(*d, i));
+  if (ready == 0)
+    return cli_fail(cmd, LC_ECLOSED, "no host is reachable");
+  return CLI_EXIT_OK;
+}
+
 int cli_parse_peers(const char *cmd, const char *value, int *out) {
   if (strcmp(value, "owner") == 0)
     *out = LC_PEERS_OWNER;

@@ -24,6 +24,8 @@ static const cli_command commands[] = {
     {"hosts", cli_hosts, "list the hosts: reachable or why not, cores, memory, GPUs"},
     {"list", cli_list, "list this user's clusters: state, workers, master, age, time left"},
     {"logs", cli_logs, "show (-f: follow) a cluster's output and events, merged by time"},
+    {"map", cli_map,
+     "run many jobs over the hosts' GPU slots (GNU parallel's ::: syntax), or a pool"},
     {"probe", cli_probe, "print this machine's facts: OS, CPU cores, memory, GPUs"},
     {"run", cli_run, "start a cluster, run a driver here against it, stop it when it ends"},
     {"scale", cli_scale, "set a running cluster's number of workers"},

@@ -660,7 +660,7 @@ int cli_start_up(cli_launch *s) {
   lc_control_options o = LC_CONTROL_OPTIONS_INIT;
   sigset_t sigs;
   lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
-  int r, have_hosts;
+  int r;
   FILE *table;
 
   /* signals arrive through sigfd: block them in every thread before any starts */
@@ -691,27 +691,8 @@ int cli_start_up(cli_launch *s) {
   eo.payload = s;
   if ((r = lc_engine_new(&s->engine, &eo)) < 0)
     return cli_fail(s->cmd, r, "cannot start the engine");
-  have_hosts = s->h.discover.hosts || s->h.discover.inventory;
-  s->h.discover.facts = 1;
-  if ((r = lc_discover(&s->g, &s->d, s->engine, &s->h.discover)) < 0)
-    return cli_fail(s->cmd, r, "cannot find the hosts");
-  if (!have_hosts && lc_discovery_count(s->d) == 0) { /* no host configured: this machine */
-    lc_runtime *local = NULL;
-    if ((r = lc_runtime_new_local(&local, s->engine, &s->h.runtime)) < 0 ||
-        (r = lc_group_add(s->g, local)) < 0) {
-      lc_runtime_free(local);
-      return cli_fail(s->cmd, r, "cannot use this machine");
-    }
-    fprintf(stderr, "no hosts configured: using this machine\n");
-  } else {
-    size_t ready = lc_group_count(s->g);
-    fprintf(stderr, "hosts connected: %zu/%zu\n", ready, lc_discovery_count(s->d));
-    for (size_t i = 0; i < lc_discovery_count(s->d); i++)
-      if (lc_discovery_state(s->d, i) != LC_HOST_READY)
-        fprintf(stderr, "  %s: %s\n", lc_discovery_host(s->d, i), lc_discovery_reason(s->d, i));
-    if (ready == 0)
-      return cli_fail(s->cmd, LC_ECLOSED, "no host is reachable");
-  }
+  if ((r = cli_hosts_connect(s->cmd, &s->h, s->engine, 1, &s->g, &s->d)) != CLI_EXIT_OK)
+    return r;
   if (!s->supervised)
     insecure_warning(s);
   if ((r = make_client_dir(s)) < 0)

@@ -57,21 +57,24 @@ typedef struct lc__joblog_entry {
   uint64_t send, receive;
   int exitval; /* -1 is written as GNU parallel does for a job killed by a signal */
   int signal;
-  const char *command; /* tabs and newlines become blanks */
+  const char *command; /* each newline is written as a NUL byte, as GNU parallel does */
 } lc__joblog_entry;
 
-/* Appends e as one line, newline included, as GNU parallel formats it
- * ("%s\t%s\t%.3f\t%.3f\t..."; Starttime with 3 decimals, JobRuntime padded to 8 with 3). */
+/* Appends e as one line, newline included, as GNU parallel formats it byte for byte
+ * ("%lu\t%s\t%.3f\t%10.3f\t..."; Starttime with 3 decimals, JobRuntime cut to milliseconds
+ * and padded to 10; a NULL or empty host is ":"). */
 int lc__joblog_format(lc__buf *out, const lc__joblog_entry *e);
 
-/* What a joblog records: each job number seen, and whether it succeeded (exit 0, no signal). */
+/* What a joblog records: each job number seen, and whether it succeeded (Exitval and Signal
+ * both written "0"). */
 typedef struct lc__joblog_seen {
   unsigned long seq;
   int ok;
 } lc__joblog_seen;
 
 typedef struct lc__joblog_record {
-  lc__joblog_seen *v; /* sorted by seq, one per seq (the last line of a seq counts) */
+  lc__joblog_seen *v; /* sorted by seq, one per seq (ok when any line of it succeeded, as
+                       * GNU parallel's --resume-failed reads it) */
   size_t n, cap;
   unsigned long max_seq;
   unsigned long max_seq_line; /* the line that names max_seq, for the close-time error */
@@ -80,8 +83,9 @@ typedef struct lc__joblog_record {
 /*
  * Reads a joblog's text (len bytes) into rec. Empty text is an empty joblog. The first line must be
  * the header; each other line has 9 tab-separated fields (Command may hold tabs: the rest of the
- * line), Seq a number from 1, Exitval and Signal numbers. A last line without its newline (a
- * write cut short) is ignored. Errors, -EINVAL, name path and the line: "FILE line 3: not a
+ * line), Seq a number from 1, Host not empty, the other fields numbers. A last line without its
+ * newline (a write cut short; also a header cut short) is ignored. rec must be empty (zeroed);
+ * on an error it is left empty. Errors, -EINVAL, name path and the line: "FILE line 3: not a
  * joblog line (want 9 tab-separated fields ...)", "FILE line 1: not a joblog (its first line is
  * not GNU parallel's header ...)".
  */

@@ -309,6 +309,61 @@ static void test_lifeline_heartbeat_in_every_shell(void) {
   }
 }
 
+/*
+ * A lifeline with input (lc_exec_options.input), under every login shell: "dTEXT" control lines
+ * reach the command's stdin as TEXT lines, byte for byte (blanks, backslashes, quotes, $(...),
+ * tabs, control-line look-alikes), "e" gives it EOF, and it ends by itself with its own status;
+ * the FIFO's directory under $TMPDIR is gone.
+ */
+static void test_lifeline_input(void) {
+  static const char sent[] = "dhello\n"
+                             "d  two  blanks\t\n"
+                             "da\\b\\\\c \"q\" 'q' $(echo no) `echo no` $HOME\n"
+                             "d\n"
+                             "ds\n"
+                             "de\n"
+                             "h\n"
+                             "dlast\n"
+                             "e\n";
+  static const char want[] = "[hello]\n"
+                             "[  two  blanks\t]\n"
+                             "[a\\b\\\\c \"q\" 'q' $(echo no) `echo no` $HOME]\n"
+                             "[]\n"
+                             "[s]\n"
+                             "[e]\n"
+                             "[last]\n"
+                             "eof 7\n";
+  lc_exec_options o = LC_EXEC_OPTIONS_INIT;
+  lc__buf line = {0}, script = {0};
+  lc__err err = {0};
+  char tmp[] = "/tmp/lc-core-input-XXXXXX", out[512], *old = getenv("TMPDIR");
+  char *saved = old != NULL ? strdup(old) : NULL;
+  o.input = 1;
+  LC_REQUIRE(mkdtemp(tmp) != NULL);
+  setenv("TMPDIR", tmp, 1);
+  LC_REQUIRE_OK(lc__command_compose(&line, &script,
+                                    "n=0; while IFS= read -r l; do n=$((n+1)); "
+                                    "printf '[%s]\\n' \"$l\"; done; echo \"eof $n\"; exit 4",
+                                    &o, 15, 100, NULL, NULL, "h", &err));
+  LC_CHECK_CONTAINS(script.data, "lc_input=1");
+  for (size_t i = 0; i < LC_ARRAY_SIZE(shells); i++) {
+    int st = run_composed(shells[i].path, shells[i].argv0, &line, &script, NULL, 0, sent, 1, out,
+                          sizeof(out));
+    LC_CHECK_STR(out, want);
+    LC_CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 4);
+    LC_CHECK(rmdir(tmp) == 0); /* empty: the FIFO's directory went */
+    LC_REQUIRE(mkdir(tmp, 0700) == 0);
+  }
+  rmdir(tmp);
+  if (saved != NULL)
+    setenv("TMPDIR", saved, 1);
+  else
+    unsetenv("TMPDIR");
+  free(saved);
+  lc__buf_free(&line);
+  lc__buf_free(&script);
+}
+
 static void test_transfer_scripts(void) {
   lc__buf b = {0};
   LC_REQUIRE_OK(lc__command_write_file(&b, "~/dir/it's", 12, 0640));
@@ -509,7 +564,7 @@ static void test_lifeline_sweep_alone(void) {
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
-             LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_transfer_scripts),
-             LC_TEST(test_write_file_planted_symlink),
+             LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_lifeline_input),
+             LC_TEST(test_transfer_scripts), LC_TEST(test_write_file_planted_symlink),
              LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop),
              LC_TEST(test_backend_caps), LC_TEST(test_lifeline_sweep_alone))
