@@ -23,7 +23,10 @@
 # processes left on every host are counted (`testhosts pids I`: only the listening sshd may stay;
 # waited for up to 10 s, then counted in the "left" column).
 # The first run of each variant is a warm-up with a joblog (not counted): every job must appear in
-# it exactly once with exit value 0, else the script stops.
+# it exactly once with exit value 0, else the script stops. Before that, lazyclusterctl runs the
+# jobs once as `echo {} >>/tmp/lc-map-sanity` (untimed): the files of every host's own /tmp, read
+# back through testhosts exec, must hold every job number exactly once (a check that does not
+# rest on our own joblog).
 #
 # Part 2, a pool: lazyclusterctl map --pool --worker-cmd WORKER, where WORKER is
 #   while IFS= read -r l; do printf '%s\n' "$l"; done
@@ -36,6 +39,8 @@
 # Usage: tests/bench/map.sh [--rounds N] [--jobs N] [--hosts N] [--slots N] [--pool-jobs N]
 #                           [--lc PATH] [--dir DIR] [--markdown FILE] [--only PARTS]
 #   --rounds N      timed rounds per variant after the warm-up (default 3), variants alternating
+#   --jobs N        command jobs (default 1000); --hosts N (default 16); --slots N (default 4)
+#   --pool-jobs N   jobs of the big pool runs (default 100000)
 #   --only PARTS    comma-separated, of: lazyclusterctl,parallel,parallel-M,parallel-c25519,pool
 #                   (default: all)
 #   --lc PATH       the lazyclusterctl binary (default build/lazyclusterctl)
@@ -57,7 +62,7 @@ ROUNDS=3
 JOBS=1000
 NHOSTS=16
 SLOTS=4
-POOLJOBS=20000
+POOLJOBS=100000
 LC=$ROOT/build/lazyclusterctl
 DIR=/tmp/lc-map.$$
 MARKDOWN=
@@ -169,6 +174,7 @@ left_on_hosts() {
 
 # The command of a variant over n hosts: fills CMD. joblog: "" or a file (the warm-up's check).
 CMD=()
+JOBCMD=true
 variant_cmd() {
   local name=$1 n=$2 joblog=$3 i hosts= slogins=
   for ((i = 0; i < n; i++)); do hosts+=",lab$i"; slogins+=",$SLOTS/lab$i"; done
@@ -176,13 +182,13 @@ variant_cmd() {
   case $name in
   lazyclusterctl)
     CMD=("$LC" map -F "$CONF" --hosts "$hosts" --slots-per-host "$SLOTS" ${joblog:+--joblog "$joblog"}
-      -a "$WORK/jobs.txt" -- true) ;;
+      -a "$WORK/jobs.txt" -- "$JOBCMD") ;;
   parallel)
-    CMD=(parallel --will-cite --ssh "$WORK/ssh" -S "$slogins" ${joblog:+--joblog "$joblog"} true :::: "$WORK/jobs.txt") ;;
+    CMD=(parallel --will-cite --ssh "$WORK/ssh" -S "$slogins" ${joblog:+--joblog "$joblog"} "$JOBCMD" :::: "$WORK/jobs.txt") ;;
   parallel-M)
-    CMD=(parallel --will-cite -M --ssh "$WORK/ssh" -S "$slogins" ${joblog:+--joblog "$joblog"} true :::: "$WORK/jobs.txt") ;;
+    CMD=(parallel --will-cite -M --ssh "$WORK/ssh" -S "$slogins" ${joblog:+--joblog "$joblog"} "$JOBCMD" :::: "$WORK/jobs.txt") ;;
   parallel-c25519)
-    CMD=(parallel --will-cite --ssh "$WORK/ssh-c25519" -S "$slogins" ${joblog:+--joblog "$joblog"} true :::: "$WORK/jobs.txt") ;;
+    CMD=(parallel --will-cite --ssh "$WORK/ssh-c25519" -S "$slogins" ${joblog:+--joblog "$joblog"} "$JOBCMD" :::: "$WORK/jobs.txt") ;;
   pool)
     CMD=("$LC" map -F "$CONF" --hosts "$hosts" --slots-per-host "$SLOTS" --pool --worker-cmd "$WORKER"
       -a "$WORK/pool.txt") ;;
@@ -245,6 +251,30 @@ warmup() {
   say "$name warm-up: $JOBS jobs once each, on $(awk -F'\t' 'NR > 1 {print $2}' "$log" | sort -u | wc -l) hosts"
 }
 
+# lazyclusterctl's own joblog is its own word: once, untimed, every job appends its argument to a
+# file in its host's /tmp (each host has its own), read back from every host: each number 1..JOBS
+# exactly once, and on how many hosts.
+sanity() {
+  local n=$1 i bad hosts=0 f=/tmp/lc-map-sanity
+  JOBCMD="echo {} >>$f"
+  variant_cmd lazyclusterctl "$n" ""
+  JOBCMD=true
+  "${CMD[@]}" >"$WORK/out" 2>"$WORK/err" </dev/null || {
+    head -20 "$WORK/err" >&2
+    die "lazyclusterctl: the sanity run failed"
+  }
+  : >"$WORK/sanity"
+  for ((i = 0; i < n; i++)); do
+    "$TESTHOSTS" exec "$i" --dir "$DIR" -- sh -c "cat $f 2>/dev/null; rm -f $f" >"$WORK/sanity.$i"
+    [[ -s $WORK/sanity.$i ]] && hosts=$((hosts + 1))
+    cat "$WORK/sanity.$i" >>"$WORK/sanity"
+  done
+  bad=$(awk -v n="$JOBS" '{ seen[$1]++ } END { for (i = 1; i <= n; i++) if (seen[i] != 1) b++;
+    for (s in seen) if (s + 0 < 1 || s + 0 > n) b++; print b + 0 }' "$WORK/sanity")
+  ((bad == 0)) || die "lazyclusterctl: the jobs' own records on the hosts do not list every job once ($bad wrong)"
+  say "lazyclusterctl sanity: the hosts' own records show $JOBS jobs once each, on $hosts hosts"
+}
+
 # ---------------------------------------------------------------------------------------------
 
 MACHINE="$(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo) memory, Linux $(uname -r)"
@@ -271,6 +301,7 @@ for ((i = 0; i < NHOSTS; i++)); do SSHD_PIDS+=("$(cat "$DIR/hosts/$i/sshd.pid")"
 
 CVARIANTS=()
 for v in lazyclusterctl parallel parallel-M parallel-c25519; do want "$v" && CVARIANTS+=("$v"); done
+want lazyclusterctl && sanity "$NHOSTS"
 for v in "${CVARIANTS[@]}"; do warmup "$v" "$NHOSTS"; done
 for ((r = 1; r <= ROUNDS; r++)); do
   for ((k = 0; k < ${#CVARIANTS[@]}; k++)); do # a rotating order: no variant always goes first
