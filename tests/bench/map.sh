@@ -176,7 +176,7 @@ left_on_hosts() {
 CMD=()
 JOBCMD=true
 variant_cmd() {
-  local name=$1 n=$2 joblog=$3 i hosts= slogins=
+  local name=$1 n=$2 joblog=$3 i hosts="" slogins=""
   for ((i = 0; i < n; i++)); do hosts+=",lab$i"; slogins+=",$SLOTS/lab$i"; done
   hosts=${hosts#,} slogins=${slogins#,}
   case $name in
@@ -229,7 +229,7 @@ pool_check() {
   local lines
   lines=$(grep -cE '(^|[] ])j[0-9]+$' "$WORK/out")
   [[ $got == "$want" && $lines == "$want" ]] ||
-    die "pool: $got distinct answers in $lines lines for $want jobs (output in $WORK/out kept? no: first lines: $(head -3 "$WORK/out"))"
+    die "pool: $got distinct answers in $lines lines for $want jobs; its output began: $(head -3 "$WORK/out")"
 }
 
 # The warm-up run of a variant, with a joblog: every job number exactly once, exit value 0;
@@ -255,8 +255,8 @@ warmup() {
 # file in its host's /tmp (each host has its own), read back from every host: each number 1..JOBS
 # exactly once, and on how many hosts.
 sanity() {
-  local n=$1 i bad hosts=0 f=/tmp/lc-map-sanity
-  JOBCMD="echo {} >>$f"
+  local n=$1 i bad hosts=0 rec=/tmp/lc-map-sanity
+  JOBCMD="echo {} >>$rec"
   variant_cmd lazyclusterctl "$n" ""
   JOBCMD=true
   "${CMD[@]}" >"$WORK/out" 2>"$WORK/err" </dev/null || {
@@ -265,7 +265,7 @@ sanity() {
   }
   : >"$WORK/sanity"
   for ((i = 0; i < n; i++)); do
-    "$TESTHOSTS" exec "$i" --dir "$DIR" -- sh -c "cat $f 2>/dev/null; rm -f $f" >"$WORK/sanity.$i"
+    "$TESTHOSTS" exec "$i" --dir "$DIR" -- sh -c "cat $rec 2>/dev/null; rm -f $rec" >"$WORK/sanity.$i"
     [[ -s $WORK/sanity.$i ]] && hosts=$((hosts + 1))
     cat "$WORK/sanity.$i" >>"$WORK/sanity"
   done
@@ -371,11 +371,16 @@ if want pool; then
       bad=$(sel pool "$n" "$POOLJOBS" | awk -F'\t' '$7!=0' | wc -l)
       left=$(awk -F'\t' -v n="$n" '$1=="pool" && $2==n {s+=$8} END {print s+0}' "$RESULTS")
       rate=$(bc -l <<<"$POOLJOBS/($wbig/1000000)")
-      marg=$(bc -l <<<"($POOLJOBS-64)/(($wbig-$wsmall)/1000000)")
-      printf '| %s host%s x %s slots | %s | %s | %.2f (64 jobs: %.2f) | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f | %s/%s | %s |\n' \
+      # the marginal rate means nothing when the big runs were not longer (too few jobs)
+      marg=- margh=-
+      if (($(bc <<<"$wbig > $wsmall"))); then
+        marg=$(printf '%.0f' "$(bc -l <<<"($POOLJOBS-64)/(($wbig-$wsmall)/1000000)")")
+        margh=$(printf '%.0f' "$(bc -l <<<"$marg/$n")")
+      fi
+      printf '| %s host%s x %s slots | %s | %s | %.2f (64 jobs: %.2f) | %.0f | %.0f | %s | %s | %.0f | %.0f | %s/%s | %s |\n' \
         "$n" "$([[ $n == 1 ]] || echo s)" "$SLOTS" $((n * SLOTS)) "$POOLJOBS" \
         "$(bc -l <<<"$wbig/1000000")" "$(bc -l <<<"$wsmall/1000000")" "$rate" "$(bc -l <<<"$rate/$n")" \
-        "$marg" "$(bc -l <<<"$marg/$n")" "$cpu" "$sshd" "$bad" "$ROUNDS" "$left"
+        "$marg" "$margh" "$cpu" "$sshd" "$bad" "$ROUNDS" "$left"
     done
   )
 fi
