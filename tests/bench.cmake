@@ -50,3 +50,10 @@ set_target_properties(lc_peercheck PROPERTIES OUTPUT_NAME peercheck
   RUNTIME_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/bench)
 add_test(NAME bench_peercheck COMMAND lc_peercheck)
 set_tests_properties(bench_peercheck PROPERTIES LABELS bench TIMEOUT 600)
+
+# tests/bench/map.sh (issue 15): 1000 jobs of `true` over 16 hosts x 4 slots, `lazyclusterctl map`
+# against GNU parallel --sshlogin (plain, with ControlMaster, with curve25519), and a pool's jobs
+# per second on 1 and 16 hosts. Brings up its own 16 test hosts; needs GNU parallel (.ci/deps).
+add_test(NAME bench_map
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench/map.sh --lc $<TARGET_FILE:lazyclusterctl>)
+set_tests_properties(bench_map PROPERTIES LABELS bench TIMEOUT 3600 RUN_SERIAL TRUE)
