@@ -618,16 +618,19 @@ static void start_fn(lc__call *c) {
   lc__call_done(c, lc__proc_launch(p, &c->err));
 }
 
-static void stop_fn(lc__call *c) {
-  lc_process *p = ((proc_call *)c)->p;
-  if (!p->finished && p->rt != NULL) {
-    if (p->lifeline) {
-      if (lc__buf_puts(&p->in, "s\n") == 0)
-        p->rt->ops->proc_kick(p);
-    } else {
-      p->rt->ops->proc_abort(p);
-    }
+void lc__proc_stop(lc_process *p) {
+  if (p == NULL || p->finished || p->rt == NULL)
+    return;
+  if (p->lifeline) {
+    if (lc__buf_puts(&p->in, "s\n") == 0)
+      proc_kick_soon(p);
+  } else {
+    p->rt->ops->proc_abort(p);
   }
+}
+
+static void stop_fn(lc__call *c) {
+  lc__proc_stop(((proc_call *)c)->p);
   lc__call_done(c, 0);
 }
 

@@ -231,6 +231,9 @@ int lc__proc_launch(lc_process *p, lc__err *err);
  * any other process): the backend then writes it on the loop's next turn. */
 int lc__proc_input_line(lc_process *p, const char *line, size_t len, lc__err *err);
 int lc__proc_input_close(lc_process *p, lc__err *err);
+/* Engine thread, also inside callbacks: lc_process_stop (a lifeline's "s", written on the next
+ * turn of the loop when inside a backend's callback; a process without one is aborted). */
+void lc__proc_stop(lc_process *p);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
 void lc__proc_release(lc_process *p);
 

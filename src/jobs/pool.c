@@ -262,7 +262,7 @@ int lc__pool_send_job(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
   int r;
   if ((r = lc__proc_input_line(s->proc, j->input, strlen(j->input), &err)) < 0) {
     s->wstate = LC__W_DEAD; /* it takes nothing more; its end follows */
-    lc__jobs_proc_stop(s->proc);
+    lc__proc_stop(s->proc);
     return r;
   }
   s->wstate = lc__pool_step(s->wstate, LC__WE_JOB, &act);
@@ -298,7 +298,7 @@ void lc__pool_pump_updates(lc_jobs *q) {
         pthread_mutex_unlock(&q->mu);
         if (lc__proc_input_line(s->proc, line, strlen(line), &err) < 0) {
           s->wstate = LC__W_DEAD;
-          lc__jobs_proc_stop(s->proc);
+          lc__proc_stop(s->proc);
           continue;
         }
         s->wstate = lc__pool_step(s->wstate, LC__WE_UPDATE, &act);

@@ -51,17 +51,6 @@ void lc__jobs_proc_discard(lc_process *p) {
   lc__proc_release(p);
 }
 
-void lc__jobs_proc_stop(lc_process *p) {
-  if (p == NULL || p->finished || p->rt == NULL)
-    return;
-  if (p->lifeline) {
-    if (lc__buf_puts(&p->in, "s\n") == 0)
-      p->rt->ops->proc_kick(p);
-  } else {
-    p->rt->ops->proc_abort(p);
-  }
-}
-
 void lc__jobs_line(lc_jobs *q, lc_jobs_line_kind kind, const lc__qjob *j, const lc__qslot *s,
                    const char *line, size_t len, lc_stream stream) {
   lc_jobs_line l = {.kind = kind,
@@ -613,9 +602,9 @@ static void do_cancel(lc_jobs *q) {
       lc__qslot *s = &q->hosts[i].slots[k];
       s->restart_at = 0;
       if (s->proc != NULL)
-        lc__jobs_proc_stop(s->proc);
+        lc__proc_stop(s->proc);
       if (s->xfer != NULL)
-        lc__jobs_proc_stop(s->xfer);
+        lc__proc_stop(s->xfer);
     }
 }
 

@@ -183,8 +183,6 @@ void lc__jobs_proc_discard(lc_process *p);
 void lc__jobs_kick_here(lc_jobs *q);
 /* A return of s's job was fetched (code 0) or failed. */
 void lc__jobs_return_done(lc_jobs *q, lc__qslot *s, int code, const char *msg);
-/* Writes "s\n" into p's lifeline: its group ends (the engine thread's lc_process_stop). */
-void lc__jobs_proc_stop(lc_process *p);
 
 /* pool.c, engine thread */
 /* Starts the worker of s (its updates replayed before any job); 0 or an error (s not usable). */
