@@ -130,11 +130,13 @@ done
 check "link cut: the jobs that ran on lab2 ($on_lab2) finished on lab1" all '[ -n "$on_lab2" ]' '[ "$ok_elsewhere" = 1 ]'
 check "link cut: map said lab2 was lost" grep -q "lab2" "$tmp/e3" || show err "$tmp/e3"
 "$th" link-up 2
-# What ran there ends by its lifeline once the heartbeat stops arriving (15 s by default). Its
-# working directory stays: nobody could reach lab2 to remove it while map ran; removed here.
+# What ran there, and the keeper of lab2's working directory, end by their lifelines once the
+# heartbeat stops arriving (15 s by default); the keeper's removes the directory. Nothing is
+# removed by hand.
 check "link cut: nothing of them left on lab2 once it is back (within 60 s)" \
   wait_for 60 eval '[ "$(host_procs 2)" -eq 0 ]'
-"$th" exec 2 -- rm -rf /root/.cache/lazycluster
+check "link cut: lab2's working directory removed by its keeper (within 60 s)" \
+  wait_for 60 eval '[ -z "$(host_dirs 2)" ]'
 nothing_left "link cut"
 
 # ---- --retries: a job that fails twice, then passes -------------------------------------------
