@@ -17,8 +17,9 @@ typedef struct job_ctx {
   size_t nargs;
   unsigned long seq;
   const lc__job_place *where;
-  int job;     /* 0: a worker's command, which knows no job placeholders */
-  int has_arg; /* the template named {} or {N} */
+  int job;        /* 0: a worker's command, which knows no job placeholders */
+  int names_only; /* {N} is any argument: only the names are checked */
+  int has_arg;    /* the template named {} or {N} */
 } job_ctx;
 
 /* Stand-ins while a template is only checked (where NULL). */
@@ -28,6 +29,13 @@ static int quote_number(lc__buf *out, long long v) {
   char num[32];
   snprintf(num, sizeof(num), "%lld", v);
   return lc__buf_shell_quote(out, num);
+}
+
+/* Cuts out back to its first len bytes (what a failed call appended). */
+static void truncate_to(lc__buf *out, size_t len) {
+  out->len = len;
+  if (out->data != NULL)
+    out->data[len] = '\0';
 }
 
 /* Appends the arguments joined by single blanks, quoted as one word. */
@@ -67,6 +75,8 @@ static int job_lookup(lc__buf *out, const char *name, size_t len, void *payload)
     r = quote_joined(out, x->args, x->nargs);
   } else if (x->job && name[0] != '0' && (n = lc__decimal(name, len, 18)) >= 1) {
     x->has_arg = 1;
+    if (x->names_only)
+      return 1;
     if ((unsigned long long)n > x->nargs)
       return lc__error_set(-EINVAL, "template \"%s\": {%.*s}: job %lu has %zu argument%s", x->tmpl,
                            (int)len, name, x->seq, x->nargs, x->nargs == 1 ? "" : "s");
@@ -77,6 +87,8 @@ static int job_lookup(lc__buf *out, const char *name, size_t len, void *payload)
   return r < 0 ? -ENOMEM : 1;
 }
 
+#define JOB_HINT " (a job knows {} {1}.. {#} {gpu} {host} {slot} {workdir})"
+
 /* The command of job seq (jobs_internal.h). Appends to out; on an error out is as it was. */
 int lc__job_command(lc__buf *out, const char *tmpl, const char *const *args, size_t nargs,
                     unsigned long seq, const lc__job_place *where) {
@@ -84,8 +96,7 @@ int lc__job_command(lc__buf *out, const char *tmpl, const char *const *args, siz
   size_t start = out->len;
   int r;
 
-  if ((r = lc__template_render(out, tmpl, job_lookup, &x,
-                               " (a job knows {} {1}.. {#} {gpu} {host} {slot} {workdir})")) < 0)
+  if ((r = lc__template_render(out, tmpl, job_lookup, &x, JOB_HINT)) < 0)
     goto out;
   /* GNU parallel's rule: no {} nor {N}, so the arguments follow the command */
   for (size_t i = 0; !x.has_arg && i < nargs; i++) {
@@ -98,12 +109,18 @@ int lc__job_command(lc__buf *out, const char *tmpl, const char *const *args, siz
   r = 0;
 
 out:
-  if (r < 0) {
-    out->len = start;
-    if (out->data != NULL)
-      out->data[start] = '\0';
-  }
+  if (r < 0)
+    truncate_to(out, start);
   return r;
+}
+
+/* A job template's placeholder names (jobs_internal.h). */
+int lc__job_command_check(const char *tmpl) {
+  lc__buf scratch = {0};
+  job_ctx x = {.tmpl = tmpl, .job = 1, .names_only = 1};
+  int r = lc__template_render(&scratch, tmpl, job_lookup, &x, JOB_HINT);
+  lc__buf_free(&scratch);
+  return r < 0 ? r : 0;
 }
 
 /* A pool worker's command (jobs_internal.h): the place placeholders only. */
@@ -138,10 +155,7 @@ int lc__job_line(lc__buf *out, const char *const *args, size_t nargs) {
     r = lc__error_set(-ENOMEM, "out of memory");
 
 out:
-  if (r < 0) {
-    out->len = start;
-    if (out->data != NULL)
-      out->data[start] = '\0';
-  }
+  if (r < 0)
+    truncate_to(out, start);
   return r;
 }

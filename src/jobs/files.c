@@ -186,7 +186,8 @@ static int ret_lookup(lc__buf *out, const char *name, size_t len, void *ctx) {
   if ((n = lc__decimal(name, len, 6)) < 1)
     return 0;
   if ((size_t)n > j->pub.nargs)
-    return lc__error_set(-EINVAL, "job %lu has %zu arguments", j->pub.seq, j->pub.nargs);
+    return lc__error_set(-EINVAL, "job %lu has %zu argument%s", j->pub.seq, j->pub.nargs,
+                         j->pub.nargs == 1 ? "" : "s");
   return lc__buf_puts(out, j->args[n - 1]) < 0 ? -ENOMEM : 1;
 }
 

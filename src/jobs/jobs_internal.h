@@ -35,6 +35,10 @@ typedef struct lc__job_place {
 int lc__job_command(lc__buf *out, const char *tmpl, const char *const *args, size_t nargs,
                     unsigned long seq, const lc__job_place *where);
 
+/* Checks a job template's placeholders by name only, as lc_jobs_new can: {N} stands for any
+ * argument (how many a job has is known when it comes). -EINVAL as lc__job_command. */
+int lc__job_command_check(const char *tmpl);
+
 /* A worker's command: tmpl with {gpu} {host} {slot} {workdir} (no job placeholders). */
 int lc__job_worker_command(lc__buf *out, const char *tmpl, const lc__job_place *where);
 

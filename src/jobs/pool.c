@@ -54,12 +54,6 @@ int lc__pool_idle(const lc__qslot *s) {
   return s->proc != NULL && s->wstate == LC__W_IDLE && s->job == NULL;
 }
 
-static double wall_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* The answer of s's job: it is done. */
 static void job_answered(lc_jobs *q, lc__qslot *s, const char *line, size_t len) {
   lc__qjob *j = s->job;
@@ -68,7 +62,7 @@ static void job_answered(lc_jobs *q, lc__qslot *s, const char *line, size_t len)
     return;
   free(j->result);
   j->result = lc__strndup(line, len);
-  j->pub.runtime = wall_now() - j->pub.start_time;
+  j->pub.runtime = lc__jobs_wall_now() - j->pub.start_time;
   j->pub.exit.exit_status = 0;
   j->pub.exit.signal = 0;
   j->pub.error = 0;
@@ -137,7 +131,7 @@ static void worker_finished(lc_process *p, void *arg) {
   lc__proc_release(p);
   lc__jobs_live(q, -1);
   if (j != NULL) {
-    j->pub.runtime = wall_now() - j->pub.start_time;
+    j->pub.runtime = lc__jobs_wall_now() - j->pub.start_time;
     j->pub.exit = res;
     if (cancelled) {
       lc__jobs_end(q, j, LC_JOB_CANCELLED);
@@ -266,16 +260,7 @@ int lc__pool_send_job(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
     return r;
   }
   s->wstate = lc__pool_step(s->wstate, LC__WE_JOB, &act);
-  s->job = j;
-  j->pub.host = s->host->name;
-  j->pub.slot = s->index;
-  j->pub.gpu = s->gpu;
-  j->pub.attempts++;
-  j->pub.start_time = wall_now();
-  j->pub.runtime = 0;
-  j->last = s;
-  j->out.len = j->err.len = 0;
-  lc__files_results_begin(q, j);
+  lc__jobs_job_begin(q, s, j);
   return 0;
 }
 
@@ -336,7 +321,7 @@ uint64_t lc__pool_restarts(lc_jobs *q, uint64_t now) {
 }
 
 int lc_jobs_update(lc_jobs *q, const char *line, int timeout_ms) {
-  struct timespec ts;
+  struct timespec ts, *dl;
   char *copy;
   size_t k;
   int r = 0;
@@ -362,19 +347,11 @@ int lc_jobs_update(lc_jobs *q, const char *line, int timeout_ms) {
   }
   pthread_mutex_unlock(&q->mu);
   uv_async_send(&q->kick);
-  if (timeout_ms >= 0) {
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-  }
+  dl = lc__jobs_deadline(&ts, timeout_ms);
   pthread_mutex_lock(&q->mu);
   while (q->upd_min < k && r == 0)
-    r = timeout_ms < 0 ? pthread_cond_wait(&q->cond, &q->mu)
-                       : pthread_cond_timedwait(&q->cond, &q->mu, &ts);
+    r = dl == NULL ? pthread_cond_wait(&q->cond, &q->mu)
+                   : pthread_cond_timedwait(&q->cond, &q->mu, dl);
   r = q->upd_min >= k ? 0 : -ETIMEDOUT;
   pthread_mutex_unlock(&q->mu);
   if (r < 0)

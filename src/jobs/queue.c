@@ -23,7 +23,7 @@
 
 #define LC__JOBS_DOWN_POLL_MS 500
 
-static double wall_now(void) {
+double lc__jobs_wall_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (double)ts.tv_sec + ts.tv_nsec / 1e9;
@@ -159,6 +159,19 @@ static char **copy_strv(const char *const *v, size_t n, size_t *count) {
   if (count)
     *count = n;
   return c;
+}
+
+void lc__jobs_job_begin(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
+  s->job = j;
+  j->pub.host = s->host->name;
+  j->pub.slot = s->index;
+  j->pub.gpu = s->gpu;
+  j->pub.attempts++;
+  j->pub.start_time = lc__jobs_wall_now();
+  j->pub.runtime = 0;
+  j->last = s;
+  j->out.len = j->err.len = 0;
+  lc__files_results_begin(q, j);
 }
 
 /* ---- the run queue (engine) ------------------------------------------------------------------- */
@@ -425,17 +438,9 @@ static void start_command(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
   }
   p->on_finish = job_finished;
   p->finish_arg = s;
-  s->job = j;
   s->proc = p;
-  j->pub.host = s->host->name;
-  j->pub.slot = s->index;
-  j->pub.gpu = s->gpu;
-  j->pub.attempts++;
-  j->pub.start_time = wall_now();
-  j->pub.runtime = 0;
-  j->last = s;
-  j->out.len = j->err.len = 0;
-  lc__files_results_begin(q, j);
+  s->next_return = 0; /* this job's returns, from the first */
+  lc__jobs_job_begin(q, s, j);
   lc__jobs_live(q, 1);
   if (lc__proc_launch(p, &err) < 0) {
     lc__jobs_proc_discard(p);
@@ -542,7 +547,7 @@ static void job_finished(lc_process *p, void *arg) {
   lc__jobs_live(q, -1);
   if (j == NULL)
     return;
-  j->pub.runtime = wall_now() - j->pub.start_time;
+  j->pub.runtime = lc__jobs_wall_now() - j->pub.start_time;
   j->pub.exit = res;
   lost = perr.code == LC_ECLOSED; /* an exit status that arrived counts, even if the host went */
   ok = perr.code == 0 && res.exit_status == 0 && res.signal == 0;
@@ -928,16 +933,20 @@ int lc_jobs_new(lc_jobs **out, lc_group *g, const lc_jobs_options *opts) {
   }
   q->joblog_fd = -1;
   q->group = g;
-  q->t0 = wall_now();
+  q->t0 = lc__jobs_wall_now();
   q->t0_ms = lc__now_ms();
-  if ((r = copy_options(q, opts)) < 0 || (r = make_hosts(q, g)) < 0)
+  /* a template's unknown placeholders now, not at the first job ({N} only per job) */
+  if ((r = copy_options(q, opts)) < 0 ||
+      (!q->pool && q->command != NULL && (r = lc__job_command_check(q->command)) < 0))
     goto out;
-  q->engine = q->hosts[0].rt->engine;
   if (q->pool) {
     lc__job_place stand = {"host", 0, 0, "/"};
     if ((r = lc__job_worker_command(&check, q->worker_cmd, &stand)) < 0)
       goto out;
   }
+  if ((r = make_hosts(q, g)) < 0)
+    goto out;
+  q->engine = q->hosts[0].rt->engine;
   if ((r = lc__files_joblog_open(q)) < 0 || (r = prepare_hosts(q)) < 0)
     goto out;
   pthread_mutex_lock(&q->mu);
@@ -964,6 +973,7 @@ static int submit(lc_jobs *q, const char *const *args, size_t nargs, const char 
                   unsigned long *seq) {
   lc__qjob *j = NULL;
   lc__buf check = {0};
+  const char *tmpl = NULL;
   int r = 0;
   static const char *const none[] = {NULL};
 
@@ -997,8 +1007,7 @@ static int submit(lc_jobs *q, const char *const *args, size_t nargs, const char 
       r = lc__job_line(&check, args, nargs);
     }
   } else {
-    const char *tmpl = text ? text : q->command;
-    if (tmpl == NULL) {
+    if ((tmpl = text ? text : q->command) == NULL) {
       r = lc__error_set(-EINVAL, "jobs: no command template (lc_jobs_options.command) for the "
                                  "job's arguments");
       goto out;
@@ -1007,19 +1016,25 @@ static int submit(lc_jobs *q, const char *const *args, size_t nargs, const char 
       r = lc__error_set(-ENOMEM, "out of memory");
       goto out;
     }
-    r = lc__job_command(&check, tmpl, (const char *const *)j->args, nargs, 0, NULL);
   }
-  if (r < 0 || (r = lc__buf_append(&check, "", 1)) < 0)
+  if (r < 0)
     goto out;
-  j->input = check.data;
-  j->pub.input = j->input;
-  check.data = NULL;
   pthread_mutex_lock(&q->mu);
   if (q->closed) {
     pthread_mutex_unlock(&q->mu);
     r = lc__error_set(-EPIPE, "jobs: the queue is closed (lc_jobs_close)");
     goto out;
   }
+  /* a command's check under the lock: its errors name the number this job gets */
+  if ((tmpl != NULL && (r = lc__job_command(&check, tmpl, (const char *const *)j->args, nargs,
+                                            q->njobs + 1, NULL)) < 0) ||
+      (r = lc__buf_append(&check, "", 1)) < 0) {
+    pthread_mutex_unlock(&q->mu);
+    goto out;
+  }
+  j->input = check.data;
+  j->pub.input = j->input;
+  check.data = NULL;
   if (q->njobs == q->capjobs) {
     size_t cap = q->capjobs ? q->capjobs * 2 : 64;
     lc__qjob **v = lc__realloc(q->jobs, cap * sizeof(*v));
@@ -1095,7 +1110,7 @@ static int cond_wait_until(lc_jobs *q, const struct timespec *deadline) {
   return pthread_cond_timedwait(&q->cond, &q->mu, deadline) == ETIMEDOUT ? -ETIMEDOUT : 0;
 }
 
-static struct timespec *deadline_in(struct timespec *ts, int timeout_ms) {
+struct timespec *lc__jobs_deadline(struct timespec *ts, int timeout_ms) {
   if (timeout_ms < 0)
     return NULL;
   clock_gettime(CLOCK_MONOTONIC, ts);
@@ -1109,7 +1124,7 @@ static struct timespec *deadline_in(struct timespec *ts, int timeout_ms) {
 }
 
 int lc_jobs_wait(lc_jobs *q, int timeout_ms) {
-  struct timespec ts, *dl = deadline_in(&ts, timeout_ms);
+  struct timespec ts, *dl = lc__jobs_deadline(&ts, timeout_ms);
   int r = 0;
   if (q == NULL)
     return lc__error_set(-EINVAL, "jobs: no queue given");
@@ -1130,7 +1145,7 @@ int lc_jobs_wait(lc_jobs *q, int timeout_ms) {
 }
 
 int lc_jobs_next(const lc_job **out, lc_jobs *q, lc_jobs_order order, int timeout_ms) {
-  struct timespec ts, *dl = deadline_in(&ts, timeout_ms);
+  struct timespec ts, *dl = lc__jobs_deadline(&ts, timeout_ms);
   int r = 0;
   *out = NULL;
   if (q == NULL)
@@ -1263,7 +1278,7 @@ void lc_jobs_free(lc_jobs *q) {
   /* the stops confirmed: every process of the queue ended (a lost host's end with its channel) */
   pthread_mutex_lock(&q->mu);
   q->freeing = 1;
-  deadline_in(&ts, (int)(grace + 10000));
+  lc__jobs_deadline(&ts, (int)(grace + 10000));
   while (q->live > 0 && cond_wait_until(q, &ts) == 0)
     ;
   q->maint_stop = 1;

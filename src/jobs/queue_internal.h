@@ -13,6 +13,7 @@
 #include "jobs_internal.h"
 
 #include <pthread.h>
+#include <time.h>
 
 typedef struct lc__qjob lc__qjob;
 typedef struct lc__qslot lc__qslot;
@@ -166,6 +167,14 @@ void lc__jobs_notice(lc_jobs *q, const lc__qslot *s, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Keeps a line of a job's output (output_max) and writes it to its results. */
 void lc__jobs_keep_line(lc_jobs *q, lc__qjob *j, const char *line, size_t len, lc_stream stream);
+/* j starts on s (a command's process or a pool worker's line): where, when, its attempt, its
+ * kept output and results begun anew. */
+void lc__jobs_job_begin(lc_jobs *q, lc__qslot *s, lc__qjob *j);
+/* Seconds since the epoch (a job's start_time and runtime). */
+double lc__jobs_wall_now(void);
+/* *ts set to timeout_ms from now on CLOCK_MONOTONIC (the queue's condition's clock) and
+ * returned; NULL for a negative timeout_ms (forever). */
+struct timespec *lc__jobs_deadline(struct timespec *ts, int timeout_ms);
 /* Puts j back at the head of the run queue (a put-back or a retry). */
 void lc__jobs_requeue(lc_jobs *q, lc__qjob *j);
 /* The host of s is lost (its connection went): its slots wait until it is back. */

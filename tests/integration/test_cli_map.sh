@@ -10,40 +10,24 @@
 # The jobs record what they saw into files under a directory in /var/tmp, which every host and
 # this machine share (the hosts' own /tmp and homes are theirs alone).
 set -u
+. "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
 cfg=$dir/ssh_config
-passed=0 failed=0
 tmp=$(mktemp -d)
 token=lcm$$r$RANDOM
 # The binary from a copy the hosts' users can read (its path must not hold $token); the jobs'
 # shared directory holds it: every job and worker process names it, so they can be counted.
-bindir=$(mktemp -d /var/tmp/lcctl.XXXXXX) && chmod 755 "$bindir" &&
-  install -m 755 "$ctl" "$bindir/lazyclusterctl" && ctl=$bindir/lazyclusterctl ||
-  { echo "cannot copy $ctl to /var/tmp" >&2; exit 1; }
+lc_ctl_copy
 sh=/var/tmp/$token
 mkdir -m 1777 "$sh" || { echo "cannot make $sh" >&2; exit 1; }
-export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
-unset XDG_CACHE_HOME
-mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
+lc_private_home
 cleanup() {
   for p in $(pgrep -f -- "$token"); do kill -9 "$p" 2>/dev/null; done
   rm -rf "$tmp" "$bindir" "$sh"
 }
 trap cleanup EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
-wait_for() { # SECONDS CONDITION...: true once CONDITION holds, polled every 0.5 s
-  local n=$(($1 * 2)); shift
-  while [ "$n" -gt 0 ]; do "$@" && return 0; sleep 0.5; n=$((n - 1)); done
-  "$@"
-}
-all() { local c; for c in "$@"; do eval "$c" || return 1; done; }
-show() { sed "s/^/  $1: /" "$2" >&2; }
 # Processes of this run on host I (their command line names $token).
 host_procs() {
   "$th" pids "$1" | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done |
@@ -146,11 +130,13 @@ done
 check "link cut: the jobs that ran on lab2 ($on_lab2) finished on lab1" all '[ -n "$on_lab2" ]' '[ "$ok_elsewhere" = 1 ]'
 check "link cut: map said lab2 was lost" grep -q "lab2" "$tmp/e3" || show err "$tmp/e3"
 "$th" link-up 2
-# What ran there ends by its lifeline once the heartbeat stops arriving (15 s by default). Its
-# working directory stays: nobody could reach lab2 to remove it while map ran; removed here.
+# What ran there, and the keeper of lab2's working directory, end by their lifelines once the
+# heartbeat stops arriving (15 s by default); the keeper's removes the directory. Nothing is
+# removed by hand.
 check "link cut: nothing of them left on lab2 once it is back (within 60 s)" \
   wait_for 60 eval '[ "$(host_procs 2)" -eq 0 ]'
-"$th" exec 2 -- rm -rf /root/.cache/lazycluster
+check "link cut: lab2's working directory removed by its keeper (within 60 s)" \
+  wait_for 60 eval '[ -z "$(host_dirs 2)" ]'
 nothing_left "link cut"
 
 # ---- --retries: a job that fails twice, then passes -------------------------------------------
@@ -302,5 +288,4 @@ printf 'a\nb\n' | "$ctl" map -- 'echo line {}' >"$tmp/o11" 2>"$tmp/e11"; rc=$?
 check "stdin (not a terminal) gives the jobs" all '[ "$rc" -eq 0 ]' '[ "$(grep -c "\] line [ab]$" "$tmp/o11")" = 2 ]'
 check "the joblog that was not one is unchanged" [ "$(cat "$tmp/notlog")" = "$(printf 'this is not\na joblog')" ]
 check "nothing left here at the end" [ "$(pgrep -fc -- "$token")" -eq 0 ]
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

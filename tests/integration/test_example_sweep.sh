@@ -4,21 +4,16 @@
 # ran; the pool's 6 answers with the update ("scale 10") applied by every worker; then that
 # nothing is left: no process of it and no working directory on either host.
 set -u
+. "$(dirname "$0")/../support/check.sh"
 bin=${LC_SWEEP:?LC_SWEEP names the sweep example binary}
 dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
 th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
-passed=0 failed=0
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-check() { # NAME CONDITION...
-  local name=$1; shift
-  if "$@"; then passed=$((passed + 1)); echo "ok   $name" >&2
-  else failed=$((failed + 1)); echo "FAIL $name" >&2; fi
-}
 
 timeout 150 "$bin" -F "$dir/ssh_config" lab1 lab2 >"$tmp/out" 2>"$tmp/err"; rc=$?
-sed 's/^/  out: /' "$tmp/out" >&2
-sed 's/^/  err: /' "$tmp/err" >&2
+show out "$tmp/out"
+show err "$tmp/err"
 check "it exits 0" [ "$rc" -eq 0 ]
 want=$(for lr in 0.1 0.01; do for s in 1 2 3; do echo "lr=$lr seed=$s"; done; done)
 got=$(sed -nE 's/^job ([0-9]+) (lr=[^ ]+ seed=[0-9]+) on lab[12] gpu (-1|[0-9]+): trained \2 on gpu (none|[0-9]+)$/\2/p' "$tmp/out")
@@ -33,5 +28,4 @@ for i in 1 2; do
   check "lab$i: no worker left" \
     [ "$("$th" pids $i | while read -r p; do tr '\0' ' ' 2>/dev/null <"/proc/$p/cmdline"; echo; done | grep -c 'scale=1; while')" -eq 0 ]
 done
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_done

@@ -16,7 +16,14 @@
  *   while it runs a job (the job answered by another or the restarted worker, one more start), the
  *   restarted worker answers the earlier update before any job, a later update answered by all,
  *   100 jobs answered right.
- * After each: nothing of the queue left on any host.
+ * - returns: files a job wrote fetched into return_dir under their relative path, the slot held
+ *   until they arrived (the next job on it sees them whole), a missing one fails its job naming it.
+ * - the give-up clock: every host's link cut, give_up_ms 4000: the queued jobs fail naming every
+ *   host and why it was lost, lc_jobs_wait returns.
+ * - lc_jobs_update with a timeout while every worker is busy: -ETIMEDOUT, and the update still
+ *   reaches every worker once its job ended, before a later one.
+ * After each: nothing of the queue left on any host; after a host loss, no working directory
+ * either (neither the lost one nor the one made anew).
  */
 #include "clusterenv.h"
 #include "collect.h"
@@ -66,6 +73,26 @@ static int left_everywhere(const char *pattern, int tries) {
     if (t > 0)
       usleep(500 * 1000);
     n = th_count_everywhere(HOSTS, pattern);
+  }
+  return n;
+}
+
+/* Working directories of lazycluster left on host i (entries under root's ~/.cache/lazycluster). */
+static int workdirs_on(int i) {
+  return th_run("exec %d -- sh -c 'test -z \"$(ls -A /root/.cache/lazycluster 2>/dev/null)\"'",
+                i) == 0
+             ? 0
+             : 1;
+}
+
+static int workdirs_everywhere(int tries) {
+  int n = -1;
+  for (int t = 0; t < tries && n != 0; t++) {
+    if (t > 0)
+      usleep(500 * 1000);
+    n = 0;
+    for (int i = 0; i < HOSTS; i++)
+      n += workdirs_on(i);
   }
   return n;
 }
@@ -156,6 +183,9 @@ static void test_gpu_slots(void) {
     LC_CHECK_OK(lc_jobs_submit(q, args, 1, &seq));
     LC_CHECK(seq == (unsigned long)i);
   }
+  /* {1} and no argument: the message names the number this job would have got; none is used */
+  LC_CHECK(lc_jobs_submit(q, NULL, 0, NULL) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "{1}: job 41 has 0 arguments");
   LC_CHECK_OK(lc_jobs_close(q));
   for (int i = 1; i <= 40; i++) {
     char host[32], cvd[16], order[32], arg[16], want[16];
@@ -210,7 +240,8 @@ static void test_gpu_slots(void) {
   lc_group_free(g);
 }
 
-/* ---- retries ---------------------------------------------------------------------------------- */
+/* ---- retries ----------------------------------------------------------------------------------
+ */
 
 static void retries_case(int retries, lc_job_state want_state, int want_attempts) {
   lc_group *g = connect_group(-1, 0);
@@ -259,7 +290,8 @@ static void test_retries(void) {
   retries_case(1, LC_JOB_FAILED, 2);
 }
 
-/* ---- cancel ----------------------------------------------------------------------------------- */
+/* ---- cancel -----------------------------------------------------------------------------------
+ */
 
 static void test_cancel(void) {
   lc_group *g = connect_group(2, 0);
@@ -302,7 +334,8 @@ static void test_cancel(void) {
   lc_group_free(g);
 }
 
-/* ---- joblog and resume ------------------------------------------------------------------------ */
+/* ---- joblog and resume ------------------------------------------------------------------------
+ */
 
 /* Lines "run N" in ~/lcq-runs-PID on every host: count[N]. */
 static void runs_on_hosts(lc_group *g, int *count, int max) {
@@ -314,7 +347,8 @@ static void runs_on_hosts(lc_group *g, int *count, int max) {
     collect col;
     lc_exec_result res;
     if (collect_exec(&col, &res, lc_group_at(g, i), cmd, NULL) == 0 && col.text[0] != NULL)
-      for (char *l = col.text[0]; l != NULL && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+      for (char *l = col.text[0]; l != NULL && *l;
+           l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
         int n = 0;
         if (sscanf(l, "run %d", &n) == 1 && n >= 1 && n <= max)
           count[n]++;
@@ -384,7 +418,8 @@ static void test_joblog_resume(void) {
   lc_group_free(g);
 }
 
-/* ---- host loss -------------------------------------------------------------------------------- */
+/* ---- host loss --------------------------------------------------------------------------------
+ */
 
 static void test_host_loss(void) {
   lc_group *g = connect_group(-1, 1);
@@ -457,6 +492,9 @@ static void test_host_loss(void) {
   LC_CHECK(on_lost == 1);
   lc_jobs_free(q);
   lc_group_free(g);
+  /* neither the lost host's first directory (its keeper ended with the heartbeat) nor the one
+   * the second queue had */
+  LC_CHECK(workdirs_everywhere(120) == 0);
 }
 
 /* The same queue, with the host lost while the queue lives, and back: its slot comes back. */
@@ -514,9 +552,129 @@ static void test_host_back_in_queue(void) {
   lc_jobs_free(q);
   LC_CHECK(left_everywhere("^sleep 3.0321", 60) == 0);
   lc_group_free(g);
+  /* the directory made anew on the host that came back is gone too, and the old one */
+  LC_CHECK(workdirs_everywhere(120) == 0);
 }
 
-/* ---- a pool ----------------------------------------------------------------------------------- */
+/* ---- returns ----------------------------------------------------------------------------------
+ */
+
+/* Jobs on one slot that write files, fetched into return_dir (which the hosts see too: /var/tmp):
+ * each job checks that the one before it had its files here whole before it started (the slot is
+ * held until they arrived); a job whose file is missing fails naming it. */
+static void test_returns(void) {
+  lc_group *g = connect_group(-1, 1);
+  lc_jobs *q = NULL;
+  lc_jobs_options o = LC_JOBS_OPTIONS_INIT;
+  const char *returns[] = {"sub/out-{#}.txt", "big-{#}.bin", NULL};
+  static const char *const args[][2] = {{"a", ""}, {"b", "1"}, {"skip", "2"}, {"c", "2"}};
+  char ret[256], cmd[1024], path[600], text[64];
+  const lc_job *j;
+  FILE *f;
+
+  LC_REQUIRE(g != NULL);
+  lc_group_remove(g, "lab1");
+  lc_group_remove(g, "lab2");
+  lc_group_remove(g, "lab3");
+  snprintf(ret, sizeof(ret), "/var/tmp/lc-test-jobs-ret-%d", (int)getpid());
+  LC_REQUIRE(mkdir(ret, 0700) == 0);
+  snprintf(cmd, sizeof(cmd),
+           "if [ -n {2} ]; then s=$(stat -c %%s %s/big-{2}.bin 2>/dev/null); "
+           "[ \"$s\" = 20000000 ] && [ -f %s/sub/out-{2}.txt ] || "
+           "{{ echo \"early: the files of job\" {2} \"are not here (size $s)\"; exit 9; }}; fi; "
+           "mkdir -p sub; head -c 20000000 /dev/zero >big-{#}.bin; "
+           "[ {1} = skip ] || echo {1} >sub/out-{#}.txt",
+           ret, ret);
+  o.command = cmd;
+  o.returns = returns;
+  o.return_dir = ret;
+  LC_REQUIRE_OK(lc_jobs_new(&q, g, &o));
+  for (size_t i = 0; i < 4; i++)
+    LC_CHECK_OK(lc_jobs_submit(q, args[i], 2, NULL));
+  LC_CHECK_OK(lc_jobs_close(q));
+  LC_CHECK(lc_jobs_wait(q, 120000) == 1);
+  while (lc_jobs_next(&j, q, LC_JOBS_IN_ORDER, 0) == 0) {
+    fprintf(stderr, "  job %lu: state %d, %s%s\n", j->seq, (int)j->state, j->message, j->out);
+    if (j->seq == 3) {
+      LC_CHECK(j->state == LC_JOB_FAILED && j->error != 0);
+      LC_CHECK_CONTAINS(j->message, "sub/out-3.txt");
+      continue;
+    }
+    LC_CHECK(j->state == LC_JOB_DONE && j->attempts == 1);
+    snprintf(path, sizeof(path), "%s/sub/out-%lu.txt", ret, j->seq);
+    text[0] = '\0';
+    if ((f = fopen(path, "r")) != NULL) {
+      if (fgets(text, sizeof(text), f) == NULL)
+        text[0] = '\0';
+      fclose(f);
+    }
+    snprintf(path, sizeof(path), "%s\n", args[j->seq - 1][0]);
+    LC_CHECK_STR(text, path);
+  }
+  lc_jobs_free(q);
+  snprintf(path, sizeof(path), "%s/sub/out-3.txt", ret);
+  LC_CHECK(access(path, F_OK) != 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", ret);
+  LC_CHECK(system(cmd) == 0);
+  lc_group_free(g);
+  LC_CHECK(workdirs_everywhere(20) == 0);
+}
+
+/* ---- the give-up clock ------------------------------------------------------------------------
+ */
+
+/* Every host's link cut: after give_up_ms with no usable slot the queued jobs fail, naming every
+ * host and why it was lost; lc_jobs_wait returns. Once the links are back nothing is left. */
+static void test_give_up(void) {
+  lc_group *g = connect_group(-1, 1);
+  lc_jobs *q = NULL;
+  lc_jobs_options o = LC_JOBS_OPTIONS_INIT;
+  lines_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  lc_jobs_stats st = {0};
+  const lc_job *j;
+  int failed = 0, named = 0;
+
+  LC_REQUIRE(g != NULL);
+  o.command = "exec sleep 7.4321";
+  o.give_up_ms = 4000;
+  o.on_line = on_line;
+  o.payload = &seen;
+  LC_REQUIRE_OK(lc_jobs_new(&q, g, &o));
+  for (int i = 0; i < 8; i++)
+    LC_CHECK_OK(lc_jobs_submit(q, NULL, 0, NULL));
+  LC_CHECK_OK(lc_jobs_close(q));
+  for (int t = 0; t < 60 && th_count_everywhere(HOSTS, "^sleep 7.4321") != HOSTS; t++)
+    usleep(250 * 1000);
+  LC_REQUIRE(th_count_everywhere(HOSTS, "^sleep 7.4321") == HOSTS);
+  for (int i = 0; i < HOSTS; i++)
+    LC_REQUIRE(th_run("link-down %d", i) == 0);
+  LC_CHECK(lc_jobs_wait(q, 120000) == 8);
+  while (lc_jobs_next(&j, q, LC_JOBS_IN_ORDER, 0) == 0) {
+    int all = 1;
+    failed += j->state == LC_JOB_FAILED && j->error == -ETIMEDOUT;
+    for (int i = 0; i < HOSTS; i++) {
+      char want[64];
+      snprintf(want, sizeof(want), "%s: ", hosts[i]);
+      all = all && strstr(j->message, want) != NULL;
+    }
+    named += all && strstr(j->message, "no slot usable for 4 s") != NULL;
+    if (j->seq == 1)
+      fprintf(stderr, "  job 1: %s\n", j->message);
+  }
+  LC_CHECK(failed == 8 && named == 8);
+  lc_jobs_stats_get(q, &st);
+  LC_CHECK(st.failed == 8 && st.slots == 0 && st.slots_lost == HOSTS);
+  LC_CHECK_CONTAINS(seen.notices, "lab0 lost");
+  lc_jobs_free(q);
+  for (int i = 0; i < HOSTS; i++)
+    LC_CHECK(th_run("link-up %d", i) == 0);
+  LC_CHECK(left_everywhere("^sleep 7.4321", 120) == 0);
+  lc_group_free(g);
+  LC_CHECK(workdirs_everywhere(120) == 0);
+}
+
+/* ---- a pool -----------------------------------------------------------------------------------
+ */
 
 typedef struct pool_seen {
   pthread_mutex_t mu;
@@ -652,11 +810,83 @@ static void test_pool(void) {
   lc_group_free(g);
 }
 
+/* An update while every worker is busy past its timeout: -ETIMEDOUT, and it still reaches every
+ * worker once their jobs end (before the next update). The jobs wait for a file that the test
+ * makes only after the timeout. */
+static void test_update_timeout(void) {
+  lc_group *g = connect_group(-1, 1);
+  lc_jobs *q = NULL;
+  lc_jobs_options o = LC_JOBS_OPTIONS_INIT;
+  pool_seen seen = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  char dir[256], script[600], go[600], text[1024];
+  const char *send[] = {script, NULL};
+  const lc_job *j;
+  int blocked = 0, answered = 0;
+  FILE *f;
+
+  LC_REQUIRE(g != NULL);
+  snprintf(dir, sizeof(dir), "/var/tmp/lc-test-jobs-upd-%d", (int)getpid());
+  LC_REQUIRE(mkdir(dir, 0755) == 0);
+  snprintf(script, sizeof(script), "%s/worker.sh", tmpdir);
+  snprintf(go, sizeof(go), "%s/go", dir);
+  snprintf(
+      text, sizeof(text),
+      "while IFS= read -r l; do\n"
+      "  case \"$l\" in\n"
+      "    upd*) echo \"ack $l\" ;;\n"
+      "    block) echo blocked >&2; while [ ! -e %s ]; do sleep 0.1; done; echo 'ans block' ;;\n"
+      "  esac\n"
+      "done\n",
+      go);
+  LC_REQUIRE((f = fopen(script, "w")) != NULL);
+  fputs(text, f);
+  fclose(f);
+  o.worker_cmd = "exec sh ./worker.sh";
+  o.send = send;
+  o.on_line = pool_line;
+  o.payload = &seen;
+  LC_REQUIRE_OK(lc_jobs_new(&q, g, &o));
+  for (int i = 0; i < HOSTS; i++)
+    LC_CHECK_OK(lc_jobs_submit_text(q, "block", NULL));
+  for (int t = 0; t < 240 && blocked < HOSTS; t++) {
+    usleep(250 * 1000);
+    pthread_mutex_lock(&seen.mu);
+    blocked = seen.job_lines;
+    pthread_mutex_unlock(&seen.mu);
+  }
+  LC_REQUIRE(blocked == HOSTS);
+  LC_CHECK(lc_jobs_update(q, "upd1", 500) == -ETIMEDOUT);
+  LC_CHECK_CONTAINS(lc_error_last(), "within 500 ms");
+  pthread_mutex_lock(&seen.mu);
+  for (int i = 0; i < HOSTS; i++)
+    LC_CHECK(seen.acks[i][1] == 0);
+  pthread_mutex_unlock(&seen.mu);
+  LC_REQUIRE((f = fopen(go, "w")) != NULL);
+  fclose(f);
+  /* the next update waits for every worker's answer to both, in order */
+  LC_CHECK_OK(lc_jobs_update(q, "upd2", 60000));
+  pthread_mutex_lock(&seen.mu);
+  for (int i = 0; i < HOSTS; i++)
+    LC_CHECK(seen.acks[i][1] == 1 && seen.acks[i][2] == 1);
+  pthread_mutex_unlock(&seen.mu);
+  LC_CHECK_OK(lc_jobs_close(q));
+  LC_CHECK(lc_jobs_wait(q, 60000) == 0);
+  while (lc_jobs_next(&j, q, LC_JOBS_IN_ORDER, 0) == 0)
+    answered += j->result != NULL && strcmp(j->result, "ans block") == 0;
+  LC_CHECK(answered == HOSTS);
+  lc_jobs_free(q);
+  unlink(go);
+  rmdir(dir);
+  LC_CHECK(left_everywhere("worker.sh", 10) == 0);
+  lc_group_free(g);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_gpu_slots),   LC_TEST(test_retries),     LC_TEST(test_cancel),
-      LC_TEST(test_joblog_resume), LC_TEST(test_host_loss), LC_TEST(test_host_back_in_queue),
-      LC_TEST(test_pool),
+      LC_TEST(test_gpu_slots),      LC_TEST(test_retries),   LC_TEST(test_cancel),
+      LC_TEST(test_joblog_resume),  LC_TEST(test_host_loss), LC_TEST(test_host_back_in_queue),
+      LC_TEST(test_pool),           LC_TEST(test_returns),   LC_TEST(test_give_up),
+      LC_TEST(test_update_timeout),
   };
   char cmd[600];
   int r;
@@ -668,7 +898,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
-  th_run("link-up %d", LOST); /* whatever happened */
+  for (int i = 0; i < HOSTS; i++)
+    th_run("link-up %d", i); /* whatever happened */
   lc_engine_free(engine);
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
   if (system(cmd) != 0)

@@ -134,8 +134,8 @@ static void test_placeholder_errors(void) {
   LC_CHECK_CONTAINS(lc_error_last(), "\"run {3} now\"");
   LC_CHECK_CONTAINS(lc_error_last(), "{3}: job 5 has 2 arguments");
   /* checking a template only (no place) still counts the arguments */
-  LC_CHECK(lc__job_command(&b, "run {2}", args, 1, 0, NULL) == -EINVAL);
-  LC_CHECK_CONTAINS(lc_error_last(), "{2}: job 0 has 1 argument");
+  LC_CHECK(lc__job_command(&b, "run {2}", args, 1, 3, NULL) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "{2}: job 3 has 1 argument");
   LC_CHECK(lc__job_command(&b, "run {1}", NULL, 0, 7, NULL) == -EINVAL);
   LC_CHECK_CONTAINS(lc_error_last(), "{1}: job 7 has 0 arguments");
 
@@ -158,6 +158,36 @@ static void test_placeholder_errors(void) {
   LC_CHECK_STR(b.data, "kept");
   LC_CHECK(b.len == 4);
   lc__buf_free(&b);
+}
+
+/* lc_jobs_new checks a template's placeholder names before it looks at a host: an unknown one is
+ * an error that quotes it; {N} passes (only a job can say whether it has N arguments). */
+static void test_template_checked_at_new(void) {
+  lc_engine *e = NULL;
+  lc_group *g = NULL;
+  lc_jobs *q = NULL;
+  lc_jobs_options o = LC_JOBS_OPTIONS_INIT;
+
+  LC_CHECK_OK(lc__job_command_check("run {1} {2} {} {#} {gpu} {host} {slot} {workdir} {{x}}"));
+  LC_CHECK(lc__job_command_check("run {1} {nope}") == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "template \"run {1} {nope}\": unknown placeholder {nope}");
+  LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+  LC_REQUIRE_OK(lc_group_new(&g, e, NULL)); /* no host: past the templates, lc_jobs_new fails */
+  o.command = "echo {1} {nope}";
+  LC_CHECK(lc_jobs_new(&q, g, &o) == -EINVAL && q == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "unknown placeholder {nope}");
+  o.command = "echo {7}";
+  LC_CHECK(lc_jobs_new(&q, g, &o) == -EINVAL && q == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "no host");
+  o.command = NULL;
+  o.worker_cmd = "work --on {gpu} {1}";
+  LC_CHECK(lc_jobs_new(&q, g, &o) == -EINVAL && q == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "unknown placeholder {1}");
+  o.worker_cmd = "work --on {gpu} {host}";
+  LC_CHECK(lc_jobs_new(&q, g, &o) == -EINVAL && q == NULL);
+  LC_CHECK_CONTAINS(lc_error_last(), "no host");
+  lc_group_free(g);
+  lc_engine_free(e);
 }
 
 static void test_append_rule(void) {
@@ -557,7 +587,8 @@ static void test_cleanup(void) {
 }
 
 LC_TEST_MAIN(LC_TEST(test_placeholders_quoted), LC_TEST(test_placeholder_errors),
-             LC_TEST(test_append_rule), LC_TEST(test_worker_command), LC_TEST(test_pool_line),
+             LC_TEST(test_template_checked_at_new), LC_TEST(test_append_rule),
+             LC_TEST(test_worker_command), LC_TEST(test_pool_line),
              LC_TEST(test_command_type_templates), LC_TEST(test_joblog_format_as_parallel),
              LC_TEST(test_joblog_format_fields), LC_TEST(test_joblog_parse_and_skips),
              LC_TEST(test_joblog_torn_last_line), LC_TEST(test_joblog_errors),
