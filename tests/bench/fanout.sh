@@ -43,6 +43,8 @@ LC_ALL=C
 export LC_ALL
 
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/bench/measure.sh
+. "$ROOT/tests/bench/measure.sh"
 TESTHOSTS=$ROOT/tests/support/testhosts
 ROUNDS=15
 HOSTCOUNTS="16 64"
@@ -82,19 +84,7 @@ for t in pdsh clush ssh base64; do
 done
 ((EUID == 0)) || die "needs root (tests/support/testhosts makes network namespaces)"
 
-WORK=$(mktemp -d /tmp/lc-fanout-work.XXXXXX) || die "mktemp failed"
-RESULTS=$WORK/results.tsv
-: >"$RESULTS"
-HOSTS_UP=0
-cleanup() {
-  if ((HOSTS_UP)); then
-    "$TESTHOSTS" down --dir "$DIR" >/dev/null 2>&1 || "$TESTHOSTS" down --dir "$DIR" || true
-  fi
-  rm -rf -- "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_begin fanout
 
 VARIANTS=(lazyclusterctl pdsh pdsh+c25519 clush clush+c25519)
 # --user: the user in front of each host for lazyclusterctl and ssh, -l USER for pdsh and clush
@@ -104,38 +94,7 @@ if [[ -n $RUSER ]]; then AT=$RUSER@; LOGIN=(-l "$RUSER"); fi
 KEX_CURVE=curve25519-sha256
 
 # ---------------------------------------------------------------------------------------------
-# Measurement. No forks between the two `times` snapshots other than the tool itself: bash's
-# `times` reports all waited-for children of this shell, so command substitutions must stay out.
-
-SSHD_PIDS=()
-SSHD_TICKS=0
-sshd_ticks() { # sets SSHD_TICKS: utime+stime+cutime+cstime of the listening sshds, in ticks
-  local p f s=0
-  for p in "${SSHD_PIDS[@]}"; do
-    if read -r -a f <"/proc/$p/stat" 2>/dev/null; then
-      s=$((s + f[13] + f[14] + f[15] + f[16]))
-    fi
-  done
-  SSHD_TICKS=$s
-}
-
-# "0m1.234s 0m0.567s" (second line of `times`: children user, sys) -> milliseconds
-CHILD_MS=0
-child_ms() {
-  local line u s
-  { read -r _; read -r u s; } <"$1"
-  ms_of "$u"; line=$REPLY
-  ms_of "$s"
-  CHILD_MS=$((line + REPLY))
-}
-ms_of() { # XmY.ZZZs -> ms
-  local m=${1%%m*} rest=${1#*m}
-  rest=${rest%s}
-  local sec=${rest%.*} frac=${rest#*.}
-  frac=${frac}000
-  frac=${frac:0:3}
-  REPLY=$((10#$m * 60000 + 10#$sec * 1000 + 10#$frac))
-}
+# Measurement (tests/bench/measure.sh): no forks between the two `times` snapshots but the tool.
 
 # run_variant NAME N CONFIG ROUND -> appends "N NAME ROUND wall_us cpu_ms sshd_ticks rc" to RESULTS
 run_variant() {
@@ -189,9 +148,6 @@ kex_of() { # the key exchange OpenSSH negotiates with lab0, given extra ssh opti
   ssh -v -F "$1" "${@:2}" -o BatchMode=yes "${AT}lab0" true 2>&1 </dev/null |
     sed -n 's/^debug1: kex: algorithm: //p' | head -1
 }
-
-# (printf, not print: awk prints a non-whole 1015040.5 as 1.01504e+06, which bc reads as 0)
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit} if (NR%2) m = v[(NR+1)/2]; else m = (v[NR/2]+v[NR/2+1])/2; printf "%.3f\n", m}'; }
 
 # ---------------------------------------------------------------------------------------------
 # Remote per-exec cost: what the lifeline wrapper adds on the host, against a plain `ssh host true`.

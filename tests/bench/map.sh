@@ -57,6 +57,8 @@ LC_ALL=C
 export LC_ALL
 
 ROOT=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/bench/measure.sh
+. "$ROOT/tests/bench/measure.sh"
 TESTHOSTS=$ROOT/tests/support/testhosts
 ROUNDS=3
 JOBS=1000
@@ -104,51 +106,10 @@ for t in parallel ssh perl; do
 done
 ((EUID == 0)) || die "needs root (tests/support/testhosts makes network namespaces)"
 
-WORK=$(mktemp -d /tmp/lc-map-work.XXXXXX) || die "mktemp failed"
-RESULTS=$WORK/results.tsv
-: >"$RESULTS"
-HOSTS_UP=0
-cleanup() {
-  if ((HOSTS_UP)); then
-    "$TESTHOSTS" down --dir "$DIR" >/dev/null 2>&1 || "$TESTHOSTS" down --dir "$DIR" || true
-  fi
-  rm -rf -- "$WORK"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_begin map
 
 # ---------------------------------------------------------------------------------------------
-# Measurement (as tests/bench/fanout.sh): no forks between the two `times` snapshots but the tool.
-
-SSHD_PIDS=()
-SSHD_TICKS=0
-sshd_ticks() { # sets SSHD_TICKS: utime+stime+cutime+cstime of the listening sshds, in ticks
-  local p f s=0
-  for p in "${SSHD_PIDS[@]}"; do
-    if read -r -a f <"/proc/$p/stat" 2>/dev/null; then
-      s=$((s + f[13] + f[14] + f[15] + f[16]))
-    fi
-  done
-  SSHD_TICKS=$s
-}
-CHILD_MS=0
-child_ms() { # second line of `times` (children's user and sys) -> CHILD_MS
-  local u s a
-  { read -r _; read -r u s; } <"$1"
-  ms_of "$u"; a=$REPLY
-  ms_of "$s"
-  CHILD_MS=$((a + REPLY))
-}
-ms_of() { # XmY.ZZZs -> ms
-  local m=${1%%m*} rest=${1#*m}
-  rest=${rest%s}
-  local sec=${rest%.*} frac=${rest#*.}
-  frac=${frac}000
-  frac=${frac:0:3}
-  REPLY=$((10#$m * 60000 + 10#$sec * 1000 + 10#$frac))
-}
-median() { sort -n | awk '{v[NR]=$1} END {if (NR==0) {print "-"; exit} if (NR%2) m = v[(NR+1)/2]; else m = (v[NR/2]+v[NR/2+1])/2; printf "%.3f\n", m}'; }
+# Measurement (tests/bench/measure.sh): no forks between the two `times` snapshots but the tool.
 
 # Processes on hosts 0..n-1 other than the listening sshd, and processes here that name WORK (ssh
 # wrappers, ControlMasters, a stray GNU parallel), waited for up to 10 s to go -> LEFT.
