@@ -186,12 +186,12 @@ static void run_push_tail(lc_jobs *q, lc__qjob *j) {
 }
 
 void lc__jobs_requeue(lc_jobs *q, lc__qjob *j) {
-  j->pub.state = LC_JOB_QUEUED;
   j->next = q->run_head;
   q->run_head = j;
   if (q->run_tail == NULL)
     q->run_tail = j;
-  pthread_mutex_lock(&q->mu);
+  pthread_mutex_lock(&q->mu); /* the state too: lc_jobs_next reads it */
+  j->pub.state = LC_JOB_QUEUED;
   q->st.running--;
   q->st.queued++;
   pthread_mutex_unlock(&q->mu);
@@ -468,11 +468,11 @@ static void dispatch(lc_jobs *q) {
   q->dispatching = 1;
   while (!q->cancelled_done && (j = q->run_head) != NULL && (s = pick_slot(q, j)) != NULL) {
     run_remove(q, j, NULL);
-    pthread_mutex_lock(&q->mu);
+    pthread_mutex_lock(&q->mu); /* the state too: lc_jobs_next reads it */
     q->st.queued--;
     q->st.running++;
-    pthread_mutex_unlock(&q->mu);
     j->pub.state = LC_JOB_RUNNING;
+    pthread_mutex_unlock(&q->mu);
     if (q->pool) {
       if (lc__pool_send_job(q, s, j) < 0) /* its worker is gone: the slot is no longer idle */
         lc__jobs_requeue(q, j);

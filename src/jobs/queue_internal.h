@@ -21,7 +21,7 @@ typedef struct lc__qhost lc__qhost;
 
 /* One job: the public view and what the queue keeps beside it. */
 struct lc__qjob {
-  lc_job pub;    /* [engine] until it ended ([mu] sets the end), read-only after */
+  lc_job pub; /* [engine] until it ended, read-only after; pub.state is written under [mu] */
   char *input;   /* pub.input: the command as run (a command job) or the line (a pool job) */
   char *text;    /* lc_jobs_submit_text's template (a command queue), else NULL */
   char **args;   /* NULL-terminated copy */
