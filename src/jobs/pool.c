@@ -42,9 +42,7 @@ lc__wstate lc__pool_step(lc__wstate s, lc__wevent ev, lc__waction *act) {
     *act = LC__WA_NONE;
     return ev == LC__WE_JOB ? LC__W_JOB : LC__W_UPDATE;
   case LC__WE_END:
-    *act = s == LC__W_JOB      ? LC__WA_JOB_LOST
-           : s == LC__W_UPDATE ? LC__WA_UPDATE_LOST
-                               : LC__WA_NONE;
+    *act = s == LC__W_JOB ? LC__WA_JOB_LOST : s == LC__W_UPDATE ? LC__WA_UPDATE_LOST : LC__WA_NONE;
     return LC__W_DEAD;
   }
   return s;
@@ -66,7 +64,8 @@ static void job_answered(lc_jobs *q, lc__qslot *s, const char *line, size_t len)
   j->pub.exit.exit_status = 0;
   j->pub.exit.signal = 0;
   j->pub.error = 0;
-  if (j->out_fd >= 0 && (write(j->out_fd, line, len) != (ssize_t)len || write(j->out_fd, "\n", 1) != 1))
+  if (j->out_fd >= 0 &&
+      (write(j->out_fd, line, len) != (ssize_t)len || write(j->out_fd, "\n", 1) != 1))
     j->out_fd = -2;
   lc__jobs_end(q, j, LC_JOB_DONE);
 }
@@ -108,8 +107,9 @@ static void give_up(lc_jobs *q, lc__qslot *s) {
   q->st.slots--;
   q->st.slots_lost++;
   pthread_mutex_unlock(&q->mu);
-  lc__jobs_notice(q, s, "%s slot %d given up: its worker died %d times within %d s; it last "
-                        "wrote: %s",
+  lc__jobs_notice(q, s,
+                  "%s slot %d given up: its worker died %d times within %d s; it last "
+                  "wrote: %s",
                   s->host->name, s->index, s->restarts + 1, q->opts.restart_window_ms / 1000,
                   s->last_err[0] ? s->last_err : "nothing on stderr");
 }
@@ -145,13 +145,13 @@ static void worker_finished(lc_process *p, void *arg) {
         lc__files_results_end(q, j, 0);
       }
       free(j->message);
-      j->message = lost ? lc__sprintf("%s slot %d: the host was lost: %s", s->host->name,
-                                      s->index, perr.msg)
-                        : lc__sprintf("%s slot %d: its worker died running job %lu (%s %d)%s%s",
-                                      s->host->name, s->index, j->pub.seq,
-                                      res.signal ? "signal" : "exit status",
-                                      res.signal ? res.signal : res.exit_status,
-                                      s->last_err[0] ? ": " : "", s->last_err);
+      j->message =
+          lost ? lc__sprintf("%s slot %d: the host was lost: %s", s->host->name, s->index, perr.msg)
+               : lc__sprintf("%s slot %d: its worker died running job %lu (%s %d)%s%s",
+                             s->host->name, s->index, j->pub.seq,
+                             res.signal ? "signal" : "exit status",
+                             res.signal ? res.signal : res.exit_status, s->last_err[0] ? ": " : "",
+                             s->last_err);
       j->pub.message = j->message ? j->message : "";
       j->pub.error = lost ? LC_ECLOSED : LC_EREMOTE;
       if (fail) {
@@ -182,8 +182,8 @@ static void worker_finished(lc_process *p, void *arg) {
       s->restarts++;
       lc__jobs_notice(q, s, "%s slot %d: its worker ended (%s %d%s%s); it starts again in %.1f s",
                       s->host->name, s->index, res.signal ? "signal" : "exit status",
-                      res.signal ? res.signal : res.exit_status, s->last_err[0] ? ", it wrote: " : "",
-                      s->last_err, (double)wait / 1000.0);
+                      res.signal ? res.signal : res.exit_status,
+                      s->last_err[0] ? ", it wrote: " : "", s->last_err, (double)wait / 1000.0);
     }
     lc__jobs_arm(q);
   }
@@ -193,8 +193,6 @@ static void worker_finished(lc_process *p, void *arg) {
 int lc__pool_start(lc_jobs *q, lc__qslot *s) {
   lc__buf cmd = {0};
   lc__job_place where = {s->host->name, s->index, s->gpu, s->host->workdir};
-  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
-  char label[48], **env = NULL;
   lc_process *p = NULL;
   lc__err err = {0};
   lc__waction act;
@@ -204,48 +202,26 @@ int lc__pool_start(lc_jobs *q, lc__qslot *s) {
   if (s->proc != NULL || s->gone)
     return 0;
   if ((r = lc__job_worker_command(&cmd, q->worker_cmd, &where)) < 0 ||
-      (r = lc__buf_append(&cmd, "", 1)) < 0) {
+      (r = lc__buf_append(&cmd, "", 1)) < 0 ||
+      (r = lc__jobs_slot_proc(&p, q, s, cmd.data, 0, worker_line, 1, worker_finished)) < 0) {
     snprintf(s->last_err, sizeof(s->last_err), "%s", lc_error_last());
-    goto out;
-  }
-  if ((env = lc__jobs_env(q, s, 0)) == NULL) {
-    r = -ENOMEM;
-    snprintf(s->last_err, sizeof(s->last_err), "out of memory");
-    goto out;
-  }
-  snprintf(label, sizeof(label), "pool-%d", s->index);
-  eo.env = (const char *const *)env;
-  eo.cwd = s->host->workdir;
-  eo.on_line = worker_line;
-  eo.payload = s;
-  eo.label = label;
-  eo.input = 1;
-  if ((r = lc__proc_new(&p, s->host->rt, cmd.data, &eo, 1, NULL, NULL)) < 0) {
-    snprintf(s->last_err, sizeof(s->last_err), "%s", lc_error_last());
-    goto out;
-  }
-  p->on_finish = worker_finished;
-  p->finish_arg = s;
-  if (!lc_runtime_is_connected(s->host->rt)) {
-    r = lc__err_set(&err, LC_ECLOSED, "%s: not connected", s->host->name);
-    lc__jobs_proc_discard(p);
-    snprintf(s->last_err, sizeof(s->last_err), "%.200s", err.msg);
     goto out;
   }
   s->proc = p;
   s->wstate = lc__pool_step(LC__W_DEAD, LC__WE_START, &act);
   s->upd_done = 0;
-  s->starts++;
   lc__jobs_live(q, 1);
+  /* a host not connected fails here too (LC_ECLOSED), its message naming the host */
   if ((r = lc__proc_launch(p, &err)) < 0) {
     s->proc = NULL;
     s->wstate = LC__W_DEAD;
     lc__jobs_live(q, -1);
     lc__jobs_proc_discard(p);
     snprintf(s->last_err, sizeof(s->last_err), "%.200s", err.msg);
+  } else {
+    s->starts++;
   }
 out:
-  lc__jobs_env_free(env);
   lc__buf_free(&cmd);
   return r;
 }
@@ -355,7 +331,6 @@ int lc_jobs_update(lc_jobs *q, const char *line, int timeout_ms) {
   r = q->upd_min >= k ? 0 : -ETIMEDOUT;
   pthread_mutex_unlock(&q->mu);
   if (r < 0)
-    return lc__error_set(r, "jobs: not every worker answered the update within %d ms",
-                         timeout_ms);
+    return lc__error_set(r, "jobs: not every worker answered the update within %d ms", timeout_ms);
   return 0;
 }

@@ -34,7 +34,8 @@ void lc_jobs_options_init(lc_jobs_options *opts) {
   *opts = init;
 }
 
-/* ---- small helpers ---------------------------------------------------------------------------- */
+/* ---- small helpers ----------------------------------------------------------------------------
+ */
 
 void lc__jobs_live(lc_jobs *q, int delta) {
   pthread_mutex_lock(&q->mu);
@@ -101,7 +102,14 @@ void lc__jobs_keep_line(lc_jobs *q, lc__qjob *j, const char *line, size_t len, l
   }
 }
 
-char **lc__jobs_env(lc_jobs *q, const lc__qslot *s, unsigned long seq) {
+static void free_strv(char **v) {
+  for (size_t i = 0; v != NULL && v[i] != NULL; i++)
+    free(v[i]);
+  free(v);
+}
+
+/* The environment of a job or worker on s: NULL-terminated, free with free_strv. */
+static char **slot_env(lc_jobs *q, const lc__qslot *s, unsigned long seq) {
   char **env = lc__calloc(q->nenv + 8, sizeof(*env));
   size_t n = 0;
   int ok = 1;
@@ -119,22 +127,37 @@ char **lc__jobs_env(lc_jobs *q, const lc__qslot *s, unsigned long seq) {
   for (size_t i = 0; ok && i < q->nenv; i++)
     ok = (env[n++] = lc__strdup(q->env[i])) != NULL;
   if (!ok) {
-    lc__jobs_env_free(env);
+    free_strv(env);
     return NULL;
   }
   return env;
 }
 
-void lc__jobs_env_free(char **env) {
-  for (size_t i = 0; env != NULL && env[i] != NULL; i++)
-    free(env[i]);
-  free(env);
-}
-
-static void free_strv(char **v) {
-  for (size_t i = 0; v != NULL && v[i] != NULL; i++)
-    free(v[i]);
-  free(v);
+int lc__jobs_slot_proc(lc_process **out, lc_jobs *q, lc__qslot *s, const char *command,
+                       unsigned long seq, lc_line_cb on_line, int input,
+                       void (*on_finish)(lc_process *, void *)) {
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  char label[48], **env;
+  int r;
+  *out = NULL;
+  if ((env = slot_env(q, s, seq)) == NULL)
+    return lc__error_set(-ENOMEM, "%s slot %d: out of memory", s->host->name, s->index);
+  if (seq > 0)
+    snprintf(label, sizeof(label), "job-%lu", seq);
+  else
+    snprintf(label, sizeof(label), "pool-%d", s->index);
+  eo.env = (const char *const *)env;
+  eo.cwd = s->host->workdir;
+  eo.on_line = on_line;
+  eo.payload = s;
+  eo.label = label;
+  eo.input = input;
+  if ((r = lc__proc_new(out, s->host->rt, command, &eo, 1, NULL, NULL)) == 0) {
+    (*out)->on_finish = on_finish;
+    (*out)->finish_arg = s;
+  }
+  free_strv(env);
+  return r;
 }
 
 /* A NULL-terminated copy of v (n strings, or up to its NULL when n is (size_t)-1). */
@@ -174,7 +197,8 @@ void lc__jobs_job_begin(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
   lc__files_results_begin(q, j);
 }
 
-/* ---- the run queue (engine) ------------------------------------------------------------------- */
+/* ---- the run queue (engine) -------------------------------------------------------------------
+ */
 
 static void run_push_tail(lc_jobs *q, lc__qjob *j) {
   j->next = NULL;
@@ -207,7 +231,8 @@ static void run_remove(lc_jobs *q, lc__qjob *j, lc__qjob *prev) {
   j->next = NULL;
 }
 
-/* ---- ends ------------------------------------------------------------------------------------- */
+/* ---- ends -------------------------------------------------------------------------------------
+ */
 
 void lc__jobs_end(lc_jobs *q, lc__qjob *j, lc_job_state state) {
   lc_job_state was = j->pub.state;
@@ -262,7 +287,8 @@ static void job_error(lc__qjob *j, int code, const char *fmt, ...) {
   j->pub.message = j->message ? j->message : "";
 }
 
-/* ---- hosts ------------------------------------------------------------------------------------ */
+/* ---- hosts ------------------------------------------------------------------------------------
+ */
 
 /* How long after a loss the host's old processes may still run (their lifelines end them when
  * the heartbeat has been silent past its limit), as the cluster layer waits (cluster/hosts.c). */
@@ -302,8 +328,9 @@ void lc__jobs_host_lost(lc_jobs *q, lc__qhost *h, const char *why) {
 static void host_back(lc_jobs *q, lc__qhost *h, int ok) {
   if (!ok) {
     h->lost_at = lc__now_ms(); /* tries again after another settle period */
-    lc__jobs_notice(q, NULL, "%s answers again but its working directory or sends failed; it "
-                             "tries again later",
+    lc__jobs_notice(q, NULL,
+                    "%s answers again but its working directory or sends failed; it "
+                    "tries again later",
                     h->name);
     return;
   }
@@ -350,7 +377,8 @@ static void *maint_main(void *arg) {
   return NULL;
 }
 
-/* ---- dispatch --------------------------------------------------------------------------------- */
+/* ---- dispatch ---------------------------------------------------------------------------------
+ */
 
 static int slot_free(const lc_jobs *q, const lc__qslot *s) {
   if (s->gone || s->host->down || s->job != NULL)
@@ -382,8 +410,8 @@ static lc__qslot *pick_slot(lc_jobs *q, const lc__qjob *j) {
       if (!slot_free(q, s))
         continue;
       score = busy + 1;
-      if (j->last != NULL && (s == j->last || (s->host == j->last->host && s->gpu >= 0 &&
-                                               s->gpu == j->last->gpu)))
+      if (j->last != NULL &&
+          (s == j->last || (s->host == j->last->host && s->gpu >= 0 && s->gpu == j->last->gpu)))
         score += 1 << 20;
       else if (j->last != NULL && s->host == j->last->host)
         score += 1 << 10;
@@ -403,8 +431,6 @@ static void job_output(const char *line, size_t len, lc_stream stream, void *pay
 static void start_command(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
   lc__buf cmd = {0};
   lc__job_place where = {s->host->name, s->index, s->gpu, s->host->workdir};
-  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
-  char label[48], **env = NULL;
   lc_process *p = NULL;
   lc__err err = {0};
   int r;
@@ -420,24 +446,11 @@ static void start_command(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
   j->input = cmd.data;
   j->pub.input = j->input;
   cmd.data = NULL;
-  snprintf(label, sizeof(label), "job-%lu", j->pub.seq);
-  if ((env = lc__jobs_env(q, s, j->pub.seq)) == NULL) {
-    job_error(j, -ENOMEM, "out of memory");
-    lc__jobs_end(q, j, LC_JOB_FAILED);
-    goto out;
-  }
-  eo.env = (const char *const *)env;
-  eo.cwd = s->host->workdir;
-  eo.on_line = job_output;
-  eo.payload = s;
-  eo.label = label;
-  if ((r = lc__proc_new(&p, s->host->rt, j->input, &eo, 1, NULL, NULL)) < 0) {
+  if ((r = lc__jobs_slot_proc(&p, q, s, j->input, j->pub.seq, job_output, 0, job_finished)) < 0) {
     job_error(j, r, "%s slot %d: %s", s->host->name, s->index, lc_error_last());
     lc__jobs_end(q, j, LC_JOB_FAILED);
     goto out;
   }
-  p->on_finish = job_finished;
-  p->finish_arg = s;
   s->proc = p;
   s->next_return = 0; /* this job's returns, from the first */
   lc__jobs_job_begin(q, s, j);
@@ -452,7 +465,6 @@ static void start_command(lc_jobs *q, lc__qslot *s, lc__qjob *j) {
     lc__jobs_host_lost(q, s->host, err.msg);
   }
 out:
-  lc__jobs_env_free(env);
   lc__buf_free(&cmd);
 }
 
@@ -487,7 +499,8 @@ static void dispatch(lc_jobs *q) {
   }
 }
 
-/* ---- a command job's process ------------------------------------------------------------------ */
+/* ---- a command job's process ------------------------------------------------------------------
+ */
 
 static void job_output(const char *line, size_t len, lc_stream stream, void *payload) {
   lc__qslot *s = payload;
@@ -577,8 +590,8 @@ static void job_finished(lc_process *p, void *arg) {
       job_error(j, LC_EREMOTE, "%s slot %d: job %lu killed by signal %d", s->host->name, s->index,
                 j->pub.seq, res.signal);
     else
-      job_error(j, LC_EREMOTE, "%s slot %d: job %lu exited with status %d", s->host->name,
-                s->index, j->pub.seq, res.exit_status);
+      job_error(j, LC_EREMOTE, "%s slot %d: job %lu exited with status %d", s->host->name, s->index,
+                j->pub.seq, res.exit_status);
     if (j->retries_used < q->opts.retries) {
       j->retries_used++;
       pthread_mutex_lock(&q->mu);
@@ -592,7 +605,8 @@ static void job_finished(lc_process *p, void *arg) {
   check_and_dispatch(q);
 }
 
-/* ---- the loop's work -------------------------------------------------------------------------- */
+/* ---- the loop's work --------------------------------------------------------------------------
+ */
 
 /* Cancels: queued jobs at once, running ones through their lifelines (their ends follow). */
 static void do_cancel(lc_jobs *q) {
@@ -743,7 +757,8 @@ static void on_kick(uv_async_t *a) {
   lc__jobs_arm(q);
 }
 
-/* ---- lc_jobs_new and its parts ---------------------------------------------------------------- */
+/* ---- lc_jobs_new and its parts ----------------------------------------------------------------
+ */
 
 typedef struct {
   lc__call call;
@@ -845,7 +860,9 @@ static int copy_options(lc_jobs *q, const lc_jobs_options *opts) {
     q->opts.restart_window_ms = 600000;
   if (q->opts.give_up_ms <= 0)
     q->opts.give_up_ms = 300000;
-  q->output_max = q->opts.output_max == 0 ? 65536 : q->opts.output_max < 0 ? -1 : q->opts.output_max;
+  q->output_max = q->opts.output_max == 0  ? 65536
+                  : q->opts.output_max < 0 ? -1
+                                           : q->opts.output_max;
   if (q->opts.resume && q->joblog_path == NULL)
     return lc__error_set(-EINVAL, "jobs: resume needs a joblog");
   if (q->pool && q->returns != NULL)
@@ -864,7 +881,7 @@ static int make_hosts(lc_jobs *q, lc_group *g) {
     lc__qhost *h = &q->hosts[i];
     lc_runtime *rt = lc_group_at(g, i);
     int gpus = lc_runtime_gpus(rt) > 0 ? lc_runtime_gpus(rt) : 0;
-    int n = gpus > 0                    ? gpus * q->opts.slots_per_gpu
+    int n = gpus > 0                     ? gpus * q->opts.slots_per_gpu
             : q->opts.slots_per_host > 0 ? q->opts.slots_per_host
             : lc_runtime_slots(rt) > 0   ? lc_runtime_slots(rt)
                                          : 1;
@@ -897,8 +914,8 @@ static int prepare_hosts(lc_jobs *q) {
     lc__qhost *h = &q->hosts[i];
     const char *wd = q->cwd;
     /* made anew when its keeper ended with a lost connection (a host that came back) */
-    if (wd == NULL && ((r = lc_runtime_workdir(&wd, h->rt)) < 0 ||
-                       (r = lc__runtime_workdir_renew(h->rt)) < 0))
+    if (wd == NULL &&
+        ((r = lc_runtime_workdir(&wd, h->rt)) < 0 || (r = lc__runtime_workdir_renew(h->rt)) < 0))
       return r;
     if ((h->workdir = lc__strdup(wd)) == NULL)
       return lc__error_set(-ENOMEM, "out of memory");
@@ -967,7 +984,8 @@ out:
   return r;
 }
 
-/* ---- submit, close ---------------------------------------------------------------------------- */
+/* ---- submit, close ----------------------------------------------------------------------------
+ */
 
 static int submit(lc_jobs *q, const char *const *args, size_t nargs, const char *text,
                   unsigned long *seq) {
@@ -1099,7 +1117,8 @@ int lc_jobs_close(lc_jobs *q) {
   return r;
 }
 
-/* ---- waiting ---------------------------------------------------------------------------------- */
+/* ---- waiting ----------------------------------------------------------------------------------
+ */
 
 /* Waits on the queue's condition until the deadline (0: forever); -ETIMEDOUT past it. Holds mu. */
 static int cond_wait_until(lc_jobs *q, const struct timespec *deadline) {
@@ -1173,8 +1192,8 @@ int lc_jobs_next(const lc_job **out, lc_jobs *q, lc_jobs_order order, int timeou
       *out = &j->pub;
       break;
     }
-    if (q->closed && (order == LC_JOBS_IN_ORDER ? q->next_in_order >= q->njobs
-                                                 : q->next_as_done >= q->njobs)) {
+    if (q->closed &&
+        (order == LC_JOBS_IN_ORDER ? q->next_in_order >= q->njobs : q->next_as_done >= q->njobs)) {
       r = -ENOENT;
       break;
     }
@@ -1214,7 +1233,8 @@ void lc_jobs_stats_get(lc_jobs *q, lc_jobs_stats *out) {
     out->eta = out->elapsed / (double)ended * (double)left;
 }
 
-/* ---- free ------------------------------------------------------------------------------------- */
+/* ---- free -------------------------------------------------------------------------------------
+ */
 
 static void jobs_release(lc_jobs *q) {
   for (size_t i = 0; i < q->njobs; i++) {

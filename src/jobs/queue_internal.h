@@ -21,21 +21,21 @@ typedef struct lc__qhost lc__qhost;
 
 /* One job: the public view and what the queue keeps beside it. */
 struct lc__qjob {
-  lc_job pub; /* [engine] until it ended, read-only after; pub.state is written under [mu] */
+  lc_job pub;    /* [engine] until it ended, read-only after; pub.state is written under [mu] */
   char *input;   /* pub.input: the command as run (a command job) or the line (a pool job) */
   char *text;    /* lc_jobs_submit_text's template (a command queue), else NULL */
   char **args;   /* NULL-terminated copy */
   char *message; /* pub.message when not "" */
   char *result;  /* pub.result */
   lc__buf out, err;
-  lc__qjob *next;          /* [engine]: the run queue; [mu]: the incoming list before that */
-  const lc__qslot *last;   /* [engine]: the slot of its last attempt */
-  int retries_used;        /* [engine] */
-  int requeues;            /* [engine]: put back because its worker died */
-  int returned;            /* [mu]: handed out by lc_jobs_next */
-  int out_fd, err_fd;      /* [engine]: RESULTS_DIR/.SEQ.partial/stdout and stderr, -1 none,
-                            * -2 a write failed (the partial directory is then dropped) */
-  int partial;             /* [engine]: RESULTS_DIR/.SEQ.partial exists */
+  lc__qjob *next;        /* [engine]: the run queue; [mu]: the incoming list before that */
+  const lc__qslot *last; /* [engine]: the slot of its last attempt */
+  int retries_used;      /* [engine] */
+  int requeues;          /* [engine]: put back because its worker died */
+  int returned;          /* [mu]: handed out by lc_jobs_next */
+  int out_fd, err_fd;    /* [engine]: RESULTS_DIR/.SEQ.partial/stdout and stderr, -1 none,
+                          * -2 a write failed (the partial directory is then dropped) */
+  int partial;           /* [engine]: RESULTS_DIR/.SEQ.partial exists */
 };
 
 /* Where a pool worker is in the line protocol (pool.c, a pure function of state and event). */
@@ -76,19 +76,19 @@ struct lc__qslot {
   int index; /* on its host */
   int gpu;   /* -1: none */
   /* [engine] */
-  lc__qjob *job;     /* running on it, or NULL */
-  lc_process *proc;  /* the command job's process, or the pool's worker */
-  lc_process *xfer;  /* a return being fetched */
+  lc__qjob *job;    /* running on it, or NULL */
+  lc_process *proc; /* the command job's process, or the pool's worker */
+  lc_process *xfer; /* a return being fetched */
   size_t next_return;
   /* the pool's worker */
   lc__wstate wstate;
-  size_t upd_done;        /* updates it answered */
-  int gone;               /* given up (restarts), [engine]; counted in stats under [mu] */
-  uint64_t restart_at;    /* a restart due then, 0: none */
-  uint64_t window_start;  /* the restart window's first restart */
-  int restarts;           /* restarts in that window */
-  int starts;             /* workers started on this slot */
-  char last_err[256];     /* the worker's last stderr line */
+  size_t upd_done;       /* updates it answered */
+  int gone;              /* given up (restarts), [engine]; counted in stats under [mu] */
+  uint64_t restart_at;   /* a restart due then, 0: none */
+  uint64_t window_start; /* the restart window's first restart */
+  int restarts;          /* restarts in that window */
+  int starts;            /* workers started on this slot */
+  char last_err[256];    /* the worker's last stderr line */
 };
 
 struct lc__qhost {
@@ -106,13 +106,13 @@ struct lc__qhost {
 };
 
 struct lc_jobs {
-  lc_engine *engine;   /* [made] */
-  lc_group *group;     /* [made] */
+  lc_engine *engine;    /* [made] */
+  lc_group *group;      /* [made] */
   lc_jobs_options opts; /* [made]: strings below are the queue's copies */
   char *command, *worker_cmd, *cwd, *return_dir, *joblog_path, *results_dir;
   char **env, **send, **returns;
   size_t nenv;
-  int pool;       /* [made]: worker_cmd given */
+  int pool;        /* [made]: worker_cmd given */
   long output_max; /* [made]: bytes kept per stream, -1 all */
   lc__qhost *hosts;
   size_t nhosts;
@@ -179,9 +179,12 @@ struct timespec *lc__jobs_deadline(struct timespec *ts, int timeout_ms);
 void lc__jobs_requeue(lc_jobs *q, lc__qjob *j);
 /* The host of s is lost (its connection went): its slots wait until it is back. */
 void lc__jobs_host_lost(lc_jobs *q, lc__qhost *h, const char *why);
-/* The environment of a job or worker on s: NULL-terminated, free with lc__jobs_env_free. */
-char **lc__jobs_env(lc_jobs *q, const lc__qslot *s, unsigned long seq);
-void lc__jobs_env_free(char **env);
+/* Makes (does not start) the process of a job (seq > 0) or of a pool worker (seq 0, input 1) on
+ * s: the command in the host's working directory with the slot's environment, its lines to
+ * on_line with s as payload, on_finish(p, s) at its end. 0, or an error with its message set. */
+int lc__jobs_slot_proc(lc_process **out, lc_jobs *q, lc__qslot *s, const char *command,
+                       unsigned long seq, lc_line_cb on_line, int input,
+                       void (*on_finish)(lc_process *, void *));
 /* Starts the timer for the next thing due (a host down, a restart). */
 void lc__jobs_arm(lc_jobs *q);
 /* Process counting for the free's confirmed ends. */
