@@ -97,6 +97,17 @@ int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int time
 int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening);
 
 /* One host's listing, started and judged apart (readiness watches many hosts at its own pace). */
+/* Probes of ports on one host (the backend's probe op: a connection to 127.0.0.1:PORT there,
+ * no process, no session channel), from any thread but the engine's. start: all at once
+ * (-ENOMEM); wait: 1 once all answered (timeout_ms 0: a look); result: per port, 1 accepted, 0
+ * refused, negative when the backend cannot tell (then read a listing); free: also before they
+ * answered (the engine frees it then). */
+typedef struct lc__probe lc__probe;
+int lc__probe_start(lc__probe **out, lc_runtime *rt, const int *ports, size_t n);
+int lc__probe_wait(lc__probe *x, int timeout_ms);
+const int *lc__probe_result(const lc__probe *x, const int **ports, size_t *n);
+void lc__probe_free(lc__probe *x);
+
 typedef struct lc__listing lc__listing;
 /* Starts a listing of rt's listening ports; with ports (n of them; NULL: none) it also tells
  * whose they are (lc__portscan_ours, _stranger). Returns 0 or -ENOMEM (a failure to start shows

@@ -164,6 +164,12 @@ struct lc__backend_ops {
   void (*fwd_stop)(lc_forward *f);
   /* Closes the connection and frees the backend; calls done(rt) when all is closed. */
   void (*close)(lc_runtime *rt, void (*done)(lc_runtime *rt));
+  /* Whether something accepts a TCP connection at 127.0.0.1:port on the host (where the
+   * cluster's tunnels connect), without a process there: on SSH a direct-tcpip channel, which
+   * sshd's MaxSessions does not count. Calls done(arg, r) exactly once, maybe before it returns:
+   * r 1 (accepted, then closed), 0 (refused) or a negative code when it cannot tell (the host
+   * refuses forwarding, the connection is gone). NULL: no probe, read a listing instead. */
+  void (*probe)(lc_runtime *rt, int port, void (*done)(void *arg, int r), void *arg);
 };
 
 struct lc_runtime {

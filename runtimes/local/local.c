@@ -201,7 +201,7 @@ typedef struct target_connect target_connect;
 struct target_connect {
   uv_connect_t req;
   uv_tcp_t *client;
-  lc_forward *f;         /* NULL once the forward is gone */
+  lc_forward *f;               /* NULL once the forward is gone */
   target_connect *next, *prev; /* f->backend: the connects still in flight */
 };
 
@@ -260,6 +260,45 @@ static void local_fwd_stop(lc_forward *f) {
 
 static void local_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
 
+/* A probe of 127.0.0.1:port here: a TCP connect, closed at once. */
+typedef struct local_probe {
+  uv_connect_t req;
+  uv_tcp_t tcp;
+  void (*done)(void *arg, int r);
+  void *arg;
+} local_probe;
+
+static void probe_closed(uv_handle_t *h) { free(h->data); }
+
+static void on_probe_connected(uv_connect_t *req, int status) {
+  local_probe *lp = req->data;
+  lp->done(lp->arg, status == 0 ? 1 : status == UV_ECONNREFUSED ? 0 : status);
+  uv_close((uv_handle_t *)&lp->tcp, probe_closed);
+}
+
+static void local_probe_port(lc_runtime *rt, int port, void (*done)(void *arg, int r), void *arg) {
+  struct sockaddr_storage addr;
+  local_probe *lp;
+  int r;
+  if ((r = lc__forward_target_addr(&addr, "127.0.0.1", port)) < 0) {
+    done(arg, r);
+    return;
+  }
+  if ((lp = lc__calloc(1, sizeof(*lp))) == NULL) {
+    done(arg, -ENOMEM);
+    return;
+  }
+  lp->done = done;
+  lp->arg = arg;
+  lp->req.data = lp;
+  lp->tcp.data = lp;
+  uv_tcp_init(lc__engine_loop(rt->engine), &lp->tcp);
+  if ((r = uv_tcp_connect(&lp->req, &lp->tcp, (struct sockaddr *)&addr, on_probe_connected)) < 0) {
+    done(arg, r);
+    uv_close((uv_handle_t *)&lp->tcp, probe_closed);
+  }
+}
+
 const lc__backend_ops lc__local_ops = {
     .name = "local",
     .caps = LC__BACKEND_ON_THIS_MACHINE,
@@ -271,6 +310,7 @@ const lc__backend_ops lc__local_ops = {
     .fwd_accept = local_fwd_accept,
     .fwd_stop = local_fwd_stop,
     .close = local_close,
+    .probe = local_probe_port,
 };
 
 int lc_runtime_new_local(lc_runtime **out, lc_engine *engine, const lc_runtime_options *opts) {

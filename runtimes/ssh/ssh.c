@@ -10,7 +10,11 @@
  *  - channel writes only while SSH_WRITE_PENDING is clear (the write gate), never past the window;
  *  - the poll watches a dup() of the fd, stopped before libssh frees the session;
  *  - keepalive is ssh_send_ignore plus TCP_USER_TIMEOUT; sshd allows 10 session channels per
- *    connection (MaxSessions), so more processes wait in a queue for a free channel.
+ *    connection (MaxSessions), so a host with more processes gets more connections: up to
+ *    MAX_CONNECTIONS, opened MAX_CONNECTING at a time (sshd's MaxStartups drops a burst of
+ *    unauthenticated ones). What does not fit waits in a queue for a free channel; a process
+ *    under a lifeline (it runs until stopped: a worker) that does not fit fails at once, naming
+ *    the host, the count and MaxSessions, rather than waiting for a channel that never frees.
  */
 #include "ssh_internal.h"
 
@@ -29,12 +33,16 @@
 #define DOPOLL_ROUNDS 64
 #define READ_CHUNK (256 * 1024)
 #define MAX_SESSIONS 10
-#define MAX_EXTRA_CONNECTIONS 3 /* never more than a few connections to one host */
+/* Connections to one host, the primary included: 160 session channels at sshd's default
+ * MaxSessions, for 8 GPUs x a few helper processes per worker plus listings and transfers. */
+#define MAX_CONNECTIONS 16
+#define MAX_CONNECTING 2 /* extra connections being made to one host at once */
 
 static void conn_drive(lc__ssh_conn *c);
 static void chans_pump(lc__ssh_conn *c);
 static void proxy_note(const lc__ssh_conn *c, char *out, size_t size);
 static void on_attempt(uv_timer_t *t);
+static void extras_next(lc__ssh_conn *pc);
 static void on_poll(uv_poll_t *h, int status, int events);
 static void conn_begin(lc__ssh_conn *c);
 
@@ -267,9 +275,12 @@ static int exec_drained(lc__ssh_chan *k) {
          ssh_channel_poll(k->ch, 1) <= 0;
 }
 
+static void rebalance(lc__ssh_conn *c);
+
 static void on_retry(uv_timer_t *t) {
   lc__ssh_conn *c = t->data;
   if (c->state == C_READY) {
+    rebalance(c); /* a cap learned just now: what waits beyond it goes elsewhere */
     lc__tunnel_retry(c);
     chans_pump(c);
     lc__ssh_update_poll(c);
@@ -300,9 +311,15 @@ static void exec_pump(lc__ssh_chan *k) {
     if (r != SSH_OK && c->sessions > 1) {
       /* The host is at its MaxSessions, perhaps still reaping a closed channel: queue again
        * with at most this many at once, and try again shortly. */
+      lc__ssh_conn *pc = c->primary != NULL ? c->primary : c;
       lc__ssh_chan_free(k);
       k->state = CH_QUEUED;
-      c->session_cap = c->sessions > 1 ? c->sessions : 1;
+      c->session_cap = c->sessions > pc->peak ? c->sessions : pc->peak;
+      if (c->session_cap < 1)
+        c->session_cap = 1;
+      /* the same sshd: the primary's cap is what new connections start with */
+      if (c->primary != NULL && c->primary->session_cap > c->session_cap)
+        c->primary->session_cap = c->session_cap;
       uv_timer_start(&c->retry, on_retry, 50, 0);
       return;
     }
@@ -311,6 +328,14 @@ static void exec_pump(lc__ssh_chan *k) {
                   lc__ssh_err(c));
       exec_end(k, &err, 0);
       return;
+    }
+    {
+      lc__ssh_conn *pc = c->primary != NULL ? c->primary : c;
+      int open = 1;
+      for (const lc__ssh_chan *o = c->chans; o != NULL; o = o->next)
+        open += o != k && o->kind == K_EXEC && o->state >= CH_EXEC;
+      if (open > pc->peak)
+        pc->peak = open;
     }
     ssh_callbacks_init(&k->cb);
     k->cb.userdata = k;
@@ -489,6 +514,7 @@ static void conn_lost(lc__ssh_conn *c, const lc__err *err) {
         lc__ssh_chan_link(c->primary, k);
       }
     }
+    lc__ssh_retry_in(c->primary, 50); /* more than it may open go on elsewhere (rebalance) */
   }
   while (c->chans != NULL)
     chan_end(c->chans, err);
@@ -501,6 +527,8 @@ static void conn_lost(lc__ssh_conn *c, const lc__err *err) {
   if (c->primary == NULL)
     lc__tunnel_lost(c, err);
   session_free(c);
+  if (c->primary != NULL)
+    extras_next(c->primary); /* the next waiting extra connection's turn */
   if (c->primary == NULL && c->close_done == NULL &&
       (c->rt->forwards != NULL || lc__runtime_keeps_connected(c->rt)) && c->timers_inited)
     lc__ssh_reconnect_later(c);
@@ -865,6 +893,7 @@ static void conn_ready(lc__ssh_conn *c) {
   uv_timer_start(&c->timer, on_keepalive, every, every ? every : 1000);
   c->backoff_ms = 0;
   if (c->primary != NULL) { /* an extra connection: its queued processes start now */
+    extras_next(c->primary);
     chans_pump(c);
     lc__ssh_update_poll(c);
     return;
@@ -1355,9 +1384,31 @@ static void ssh_connect_start(lc_runtime *rt) {
 
 static void timers_init(lc__ssh_conn *c);
 
-/* A copy of the primary's settings for an extra connection. */
+/* Whether c is being made: an attempt under way, or one waiting for its next try. */
+static int conn_connecting(const lc__ssh_conn *c) {
+  return c->state != C_READY && c->state != C_DEAD && !c->waiting_turn;
+}
+
+/* Begins the extra connections of pc that wait for their turn, while fewer than MAX_CONNECTING
+ * are being made. */
+static void extras_next(lc__ssh_conn *pc) {
+  int busy = 0;
+  if (pc->close_done != NULL)
+    return;
+  for (lc__ssh_conn *e = pc->extras; e != NULL; e = e->next_extra)
+    busy += conn_connecting(e);
+  for (lc__ssh_conn *e = pc->extras; e != NULL && busy < MAX_CONNECTING; e = e->next_extra)
+    if (e->waiting_turn) {
+      e->waiting_turn = 0;
+      busy++;
+      conn_begin(e);
+    }
+}
+
+/* A copy of the primary's settings for an extra connection; it begins now, or when fewer than
+ * MAX_CONNECTING others are being made. */
 static lc__ssh_conn *extra_new(lc__ssh_conn *pc) {
-  lc__ssh_conn *c = lc__calloc(1, sizeof(*c));
+  lc__ssh_conn *c = lc__calloc(1, sizeof(*c)), **tail;
   lc__ssh_host *h, *from = &pc->host;
   if (c == NULL)
     return NULL;
@@ -1371,55 +1422,78 @@ static lc__ssh_conn *extra_new(lc__ssh_conn *pc) {
   c->sock = c->poll_fd = c->tcp_poll_fd = -1;
   c->phase = "connecting";
   memcpy(c->where, pc->where, sizeof(c->where));
-  c->next_extra = pc->extras;
-  pc->extras = c;
+  /* appended: the oldest connections are filled first */
+  for (tail = &pc->extras; *tail != NULL; tail = &(*tail)->next_extra)
+    ;
+  *tail = c;
   timers_init(c);
-  conn_begin(c);
+  c->session_cap = pc->session_cap; /* what the host allowed so far */
+  c->waiting_turn = 1;
+  extras_next(pc);
   return c;
 }
 
-/* Where a new process goes: a connection with a free session slot, else a new connection (a
- * few at most), else the primary's queue. */
-static lc__ssh_conn *pick_conn(lc__ssh_conn *pc) {
-  int n = 0;
-  if (pc->execs < pc->session_cap)
+/* Where a new process goes: a connection with a free session slot (one still being made
+ * counts), else a new connection while there are fewer than MAX_CONNECTIONS; but never except.
+ * NULL when every connection is full. */
+static lc__ssh_conn *pick_conn(lc__ssh_conn *pc, const lc__ssh_conn *except) {
+  int n = 1;
+  if (pc != except && pc->state == C_READY && pc->execs < pc->session_cap)
     return pc;
   for (lc__ssh_conn *e = pc->extras; e != NULL; e = e->next_extra, n++)
-    if (e->state != C_DEAD && e->execs < e->session_cap)
+    if (e != except && e->state != C_DEAD && e->execs < e->session_cap)
       return e;
-  if (n < MAX_EXTRA_CONNECTIONS) {
+  if (n < MAX_CONNECTIONS) {
     lc__ssh_conn *e = extra_new(pc);
     if (e != NULL && e->state != C_DEAD)
       return e;
   }
-  return pc;
+  return NULL;
 }
 
-static void ssh_proc_start(lc_process *p) {
-  lc__ssh_conn *c = p->rt->backend;
-  lc__ssh_chan *k = lc__calloc(1, sizeof(*k));
+/* Processes of rt's connections that hold or wait for a session channel (closing ones not). */
+static int host_load(const lc__ssh_conn *pc, int *conns) {
+  int n = 0;
+  *conns = 0;
+  for (const lc__ssh_conn *c = pc; c != NULL; c = c == pc ? pc->extras : c->next_extra) {
+    if (c->state == C_DEAD)
+      continue;
+    ++*conns;
+    for (const lc__ssh_chan *k = c->chans; k != NULL; k = k->next)
+      n += k->kind == K_EXEC && k->state != CH_CLOSING;
+  }
+  return n;
+}
+
+/* Fails p, which found every connection to its host full, when it would hold its channel until
+ * stopped (a lifeline): waiting for a free one would end as a start timeout with no reason. A
+ * short process waits in the queue. Returns 1 when it failed p. */
+static int full_fail(lc__ssh_conn *pc, lc_process *p) {
   lc__err err = {0};
-  if (k == NULL) {
-    lc__err_set(&err, -ENOMEM, "out of memory");
-    lc__proc_closed(p, &err);
-    return;
-  }
-  if (c->state != C_READY) {
-    free(k);
-    lc__err_set(&err, LC_ECLOSED, "%s: not connected", p->rt->name);
-    lc__proc_closed(p, &err);
-    return;
-  }
-  c = pick_conn(c);
+  int conns = 0, load;
+  if (!p->lifeline)
+    return 0;
+  load = host_load(pc, &conns);
+  lc__err_set(&err, LC_ESSH,
+              "%s: %d processes at once, more than the %d session channels of the %d "
+              "connections lazycluster opens to one host carry (MaxSessions %d: the session "
+              "channels the host's sshd allows per connection, learned from its refusals); "
+              "raise MaxSessions in its sshd_config or start fewer processes there",
+              pc->rt->name, load + 1, MAX_CONNECTIONS * pc->session_cap, MAX_CONNECTIONS,
+              pc->session_cap);
+  p->backend = NULL;
+  lc__proc_closed(p, &err);
+  return 1;
+}
+
+/* Appends k to c's channels: processes start in the order they were asked for. */
+static void exec_append(lc__ssh_conn *c, lc__ssh_chan *k) {
   k->c = c;
-  k->kind = K_EXEC;
-  k->state = CH_QUEUED;
-  k->p = p;
-  p->backend = k;
+  k->next = NULL;
   c->execs++;
-  /* append: processes start in the order they were asked for */
   if (c->chans == NULL) {
     c->chans = k;
+    k->prev = NULL;
   } else {
     lc__ssh_chan *t = c->chans;
     while (t->next)
@@ -1427,6 +1501,71 @@ static void ssh_proc_start(lc_process *p) {
     t->next = k;
     k->prev = t;
   }
+}
+
+/*
+ * After c learned a lower cap: the processes queued on it beyond what it may open go to other
+ * connections (new ones if need be), the last asked for first; a long-running one with nowhere
+ * to go fails (full_fail), a short one stays queued.
+ */
+static void rebalance(lc__ssh_conn *c) {
+  lc__ssh_conn *pc = c->primary != NULL ? c->primary : c;
+  int queued = 0, excess;
+  lc__ssh_chan *k, *last = NULL;
+  for (k = c->chans; k != NULL; k = k->next) {
+    queued += k->kind == K_EXEC && k->state == CH_QUEUED;
+    last = k;
+  }
+  excess = c->sessions + queued - c->session_cap;
+  for (k = last; k != NULL && excess > 0;) {
+    lc__ssh_chan *prev = k->prev;
+    if (k->kind == K_EXEC && k->state == CH_QUEUED && k->p != NULL) {
+      lc__ssh_conn *to = pick_conn(pc, c);
+      excess--;
+      if (to != NULL) {
+        lc__ssh_chan_unlink(k);
+        exec_append(to, k);
+        exec_pump(k);
+        lc__ssh_update_poll(to);
+      } else if (k->p->lifeline) {
+        lc_process *p = k->p;
+        lc__ssh_chan_unlink(k);
+        k->p = NULL;
+        free(k);
+        full_fail(pc, p);
+      }
+    }
+    k = prev;
+  }
+}
+
+static void ssh_proc_start(lc_process *p) {
+  lc__ssh_conn *pc = p->rt->backend, *c;
+  lc__ssh_chan *k = lc__calloc(1, sizeof(*k));
+  lc__err err = {0};
+  if (k == NULL) {
+    lc__err_set(&err, -ENOMEM, "out of memory");
+    lc__proc_closed(p, &err);
+    return;
+  }
+  if (pc->state != C_READY) {
+    free(k);
+    lc__err_set(&err, LC_ECLOSED, "%s: not connected", p->rt->name);
+    lc__proc_closed(p, &err);
+    return;
+  }
+  if ((c = pick_conn(pc, NULL)) == NULL) {
+    if (full_fail(pc, p)) {
+      free(k);
+      return;
+    }
+    c = pc; /* a short process waits for a channel that frees */
+  }
+  k->kind = K_EXEC;
+  k->state = CH_QUEUED;
+  k->p = p;
+  p->backend = k;
+  exec_append(c, k);
   exec_pump(k);
   lc__ssh_update_poll(c);
 }
@@ -1588,6 +1727,7 @@ const lc__backend_ops lc__ssh_ops = {
     .fwd_start = lc__tunnel_fwd_start,
     .fwd_stop = lc__tunnel_fwd_stop,
     .close = ssh_close,
+    .probe = lc__tunnel_probe,
 };
 
 int lc_runtime_new_ssh(lc_runtime **out, lc_engine *engine, const char *host,

@@ -46,6 +46,9 @@ struct lc__ssh_chan {
   char *target_host;   /* direct-tcpip: where the host should connect */
   int target_port;
   int origin_port;
+  /* a probe (lc__tunnel_probe): told once whether the channel opened, then it closes */
+  void (*probe_done)(void *arg, int r);
+  void *probe_arg;
   uv_stream_t *stream;      /* owned (uv_tcp_t or uv_pipe_t on the heap) */
   uv_connect_t connect_req; /* remote forward: connecting the stream to the target */
   lc__buf to_chan;          /* read from the stream; from to_chan_off on not yet in the channel */
@@ -126,6 +129,12 @@ struct lc__ssh_conn {
       *extras; /* the primary's extra connections, opened when sshd's MaxSessions is full */
   lc__ssh_conn *next_extra;
   int execs; /* exec channels on this connection, queued or open */
+  /* an extra connection made while MAX_CONNECTING others were connecting: it begins when one of
+   * them is done (ssh.c, extras_next) */
+  int waiting_turn;
+  /* the primary's: the most session channels any connection to the host had open at once, a
+   * floor for a cap learned from a refusal (sshd may still count a channel closed just now) */
+  int peak;
   char *locked_keys;
   /* the first identity that PubkeyAcceptedAlgorithms kept from being offered: "ALG key FILE" */
   char algo_skipped[300];
@@ -177,6 +186,7 @@ void lc__tunnel_lost(lc__ssh_conn *c, const lc__err *err);
 void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client);
 void lc__tunnel_fwd_start(lc_forward *f);
 void lc__tunnel_fwd_stop(lc_forward *f);
+void lc__tunnel_probe(lc_runtime *rt, int port, void (*done)(void *arg, int r), void *arg);
 
 /* The SSH backend (ssh.c). */
 extern const lc__backend_ops lc__ssh_ops;

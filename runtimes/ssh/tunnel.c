@@ -52,11 +52,20 @@ static void stream_closed(uv_handle_t *h) {
 }
 
 /* Ends a relay now: the channel is closed and freed, the stream closed. */
+/* Tells a probe's owner r, once. */
+static void probe_tell(lc__ssh_chan *k, int r) {
+  void (*done)(void *arg, int r) = k->probe_done;
+  k->probe_done = NULL;
+  if (done != NULL)
+    done(k->probe_arg, r);
+}
+
 void lc__tunnel_end(lc__ssh_chan *k) {
   lc__ssh_conn *owner = k->owner;
   if (k->ending)
     return;
   k->ending = 1;
+  probe_tell(k, LC_ECLOSED); /* the connection went before the host answered */
   lc__ssh_chan_unlink(k);
   lc__ssh_chan_free(k);
   if (owner != NULL && owner->relay == k) {
@@ -354,6 +363,15 @@ static void direct_drive(lc__ssh_chan *k) {
       ssh_channel_open_forward(k->ch, k->target_host, k->target_port, "127.0.0.1", k->origin_port);
   if (r == SSH_AGAIN)
     return;
+  if (k->probe_done != NULL) {
+    /* sshd answers SSH2_OPEN_CONNECT_FAILED (2) when its connect was refused; any other refusal
+     * (forwarding prohibited: 1) says nothing about the port */
+    probe_tell(k, r == SSH_OK                                        ? 1
+                  : strstr(lc__ssh_err(k->c), " error (2) ") != NULL ? 0
+                                                                     : LC_EREMOTE);
+    lc__tunnel_end(k);
+    return;
+  }
   if (r != SSH_OK) {
     lc__ssh_conn *owner = k->owner;
     if (owner != NULL) {
@@ -415,6 +433,35 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   k->origin_port = ntohs(((struct sockaddr_in *)&peer)->sin_port);
   k->target_port = f->target_port;
   k->fwd = f;
+  k->state = CH_OPENING;
+  lc__ssh_chan_link(c, k);
+  direct_drive(k);
+  lc__ssh_update_poll(c);
+}
+
+/* A probe of 127.0.0.1:port on the host: a direct-tcpip channel (sshd connects to the port and
+ * answers the open only then; no session channel, no process), closed as soon as it opened. */
+void lc__tunnel_probe(lc_runtime *rt, int port, void (*done)(void *arg, int r), void *arg) {
+  lc__ssh_conn *c = rt->backend;
+  lc__ssh_chan *k;
+  if (c == NULL || c->state != C_READY) {
+    done(arg, LC_ECLOSED);
+    return;
+  }
+  if ((k = relay_new(c, NULL)) == NULL || (k->ch = ssh_channel_new(c->s)) == NULL ||
+      (k->target_host = lc__strdup("127.0.0.1")) == NULL) {
+    if (k != NULL) {
+      if (k->ch != NULL)
+        ssh_channel_free(k->ch);
+      free(k);
+    }
+    done(arg, -ENOMEM);
+    return;
+  }
+  k->target_port = port;
+  k->origin_port = 0;
+  k->probe_done = done;
+  k->probe_arg = arg;
   k->state = CH_OPENING;
   lc__ssh_chan_link(c, k);
   direct_drive(k);

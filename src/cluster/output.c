@@ -46,8 +46,10 @@ void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *p
 void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *out, size_t size) {
   lc_exec_result res = {.exit_status = -1};
   size_t used = 0;
-  int finished = lc_process_wait(&res, p, 0) == 0;
-  if (finished && res.signal)
+  int w = lc_process_wait(&res, p, 0), finished = w == 0;
+  if (w < 0 && w != -ETIMEDOUT) /* it never ran: the reason its host gave */
+    used = (size_t)snprintf(out, size, "it could not run: %s", lc_error_last());
+  else if (finished && res.signal)
     used = (size_t)snprintf(out, size, "it was ended by signal %d", res.signal);
   else if (finished)
     used = (size_t)snprintf(out, size, "it exited with status %d", res.exit_status);

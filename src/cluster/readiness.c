@@ -1,7 +1,8 @@
 /*
  * readiness.c - whether a process's port listens: polled by waiting on the process with a short
- * limit, then reading the host's listening ports (never a fixed sleep); many hosts' listings
- * overlapped, a slow host holding up no other.
+ * limit, then probing the port (a connection to it, no process on the host) and, once it
+ * accepted, reading the host's listening ports to tell whose it is (never a fixed sleep); many
+ * hosts overlapped, a slow host holding up no other.
  */
 #include "cluster_internal.h"
 
@@ -29,34 +30,81 @@ static int host_listing_start(lc_cluster *c, size_t first, size_t h, lc__listing
   return lc__listing_start(out, lc_group_at(c->group, h), ports, n);
 }
 
+/* Starts a probe of the ports of host h's workers first.. not ready yet (ports: room for all). */
+static int host_probe_start(lc_cluster *c, size_t first, size_t h, lc__probe **out, int *ports) {
+  size_t n = 0;
+  for (size_t i = first; i < c->nworkers; i++) {
+    lc__worker *w = &c->workers[i];
+    if (!w->ready && lc__cluster_host_index(c, w->rt) == h)
+      ports[n++] = w->info.port;
+  }
+  return lc__probe_start(out, lc_group_at(c->group, h), ports, n);
+}
+
+/* A probe of host h ended: 1 when one of its ports accepted (a listing is to tell whose it
+ * is), 0 when none did; *blind set when the backend could not tell for one of them. */
+static int host_probe_judge(const lc__probe *x, int *blind) {
+  const int *ports = NULL;
+  size_t n = 0;
+  const int *res = lc__probe_result(x, &ports, &n);
+  int any = 0;
+  for (size_t j = 0; j < n; j++) {
+    any |= res[j] == 1;
+    *blind |= res[j] < 0;
+  }
+  return any;
+}
+
 /*
- * Readiness of workers first..: each host with workers not yet listening has its own listing
- * going, one after the other (10 ms apart for the first half second, then 10 ms more each time
- * up to LC__LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no
- * other and a host whose workers are all up is left alone. A worker is ready when its port
+ * Readiness of workers first..: each host with workers not yet listening is probed on its own,
+ * one probe after the other (10 ms apart for the first half second, then 10 ms more each time up
+ * to LC__LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no
+ * other and a host whose workers are all up is left alone. A probe connects to each port at
+ * 127.0.0.1 on the host, where the tunnels connect (on SSH a direct-tcpip channel: no session
+ * channel, no process, so a host whose workers hold its channels is still polled); only once a
+ * port accepted does a listing of the host tell whose it is. A worker is ready when its port
  * listens for the cluster's user there: another uid's listener on it means a stranger took the
- * port, and the wait ends with that error (-EADDRINUSE). Ends at the first worker that died.
+ * port, and the wait ends with that error (-EADDRINUSE). A host whose backend cannot probe (no
+ * probe, forwarding refused) is polled with listings alone. Ends at the first worker that died.
  */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   uint64_t t0 = lc__now_ms();
   size_t nh = lc_group_count(c->group);
   lc__listing **ls = lc__calloc(nh + 1, sizeof(*ls));
+  lc__probe **pr = lc__calloc(nh + 1, sizeof(*pr));
   uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
   unsigned *gap = lc__calloc(nh + 1, sizeof(*gap));
   char *needed = lc__calloc(nh + 1, 1);
+  char *confirm = lc__calloc(nh + 1, 1); /* a port accepted: a listing tells whose */
+  char *blind = lc__calloc(nh + 1, 1);   /* probes cannot tell: listings alone */
   int *ports = lc__calloc(c->nworkers + 1, sizeof(*ports));
   char msg[4096];
   int r = 0;
 
-  if (ls == NULL || next == NULL || gap == NULL || needed == NULL || ports == NULL) {
+  if (ls == NULL || pr == NULL || next == NULL || gap == NULL || needed == NULL ||
+      confirm == NULL || blind == NULL || ports == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
   for (;;) {
     size_t pending = 0;
     lc__listing *busy = NULL;
+    lc__probe *probing = NULL;
     lc_process *some = NULL;
     uint64_t now = lc__now_ms();
+    for (size_t h = 0; h < nh; h++) {
+      int b = 0;
+      if (pr[h] == NULL || !lc__probe_wait(pr[h], 0))
+        continue;
+      confirm[h] = (char)host_probe_judge(pr[h], &b);
+      blind[h] |= (char)b;
+      lc__probe_free(pr[h]);
+      pr[h] = NULL;
+      gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
+      if (gap[h] > LC__LISTING_GAP_MAX_MS)
+        gap[h] = LC__LISTING_GAP_MAX_MS;
+      next[h] = now + gap[h];
+    }
     /* listings that ended: the workers of their host that listen are ready */
     for (size_t h = 0; h < nh; h++) {
       const lc__portscan *ps = NULL;
@@ -82,11 +130,13 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
       }
       lc__listing_free(ls[h]);
       ls[h] = NULL;
-      /* 10 ms apart for the first half second (most services listen by then), then slower */
-      gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
-      if (gap[h] > LC__LISTING_GAP_MAX_MS)
-        gap[h] = LC__LISTING_GAP_MAX_MS;
-      next[h] = now + gap[h];
+      if (blind[h]) {
+        /* 10 ms apart for the first half second (most services listen by then), then slower */
+        gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
+        if (gap[h] > LC__LISTING_GAP_MAX_MS)
+          gap[h] = LC__LISTING_GAP_MAX_MS;
+        next[h] = now + gap[h];
+      }
     }
     memset(needed, 0, nh);
     for (size_t i = first; i < c->nworkers; i++) {
@@ -124,24 +174,39 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
       }
     }
     for (size_t h = 0; h < nh; h++) {
-      if (needed[h] && ls[h] == NULL && now >= next[h] &&
-          (r = host_listing_start(c, first, h, &ls[h], ports)) < 0)
-        goto out;
+      if (needed[h] && ls[h] == NULL && pr[h] == NULL) {
+        if (confirm[h] || (blind[h] && now >= next[h])) {
+          confirm[h] = 0;
+          if ((r = host_listing_start(c, first, h, &ls[h], ports)) < 0)
+            goto out;
+        } else if (!blind[h] && now >= next[h] &&
+                   (r = host_probe_start(c, first, h, &pr[h], ports)) < 0) {
+          goto out;
+        }
+      }
       busy = ls[h] != NULL ? ls[h] : busy;
+      probing = pr[h] != NULL ? pr[h] : probing;
     }
-    /* the pause is a wait on a listing (or a worker): its end cuts it short */
+    /* the pause is a wait on a listing, a probe (or a worker): its end cuts it short */
     if (busy != NULL)
       lc__listing_wait(busy, LC__POLL_MS / 10);
+    else if (probing != NULL)
+      lc__probe_wait(probing, LC__POLL_MS / 10);
     else
       lc_process_wait(NULL, some, LC__POLL_MS / 10);
   }
 out:
   for (size_t h = 0; ls != NULL && h < nh; h++)
     lc__listing_free(ls[h]);
+  for (size_t h = 0; pr != NULL && h < nh; h++)
+    lc__probe_free(pr[h]);
   free(ls);
+  free(pr);
   free(next);
   free(gap);
   free(needed);
+  free(confirm);
+  free(blind);
   free(ports);
   return r;
 }

@@ -1,0 +1,220 @@
+/*
+ * test_slots.c - many long-running processes on one host (issue 16, "Processes per host"): a
+ * host with 8 GPUs and a few helper processes per worker needs more session channels than a
+ * few connections carry (sshd's MaxSessions, 10 per connection by default).
+ *  - 48 workers on lab0 (slots=48), each a real listener, with the default timeouts: through the
+ *    API as root, and through `lazyclusterctl start --workers 48` as lcfish (login shell fish);
+ *    every worker answers, and nothing is left on the host after the stop;
+ *  - a host whose sshd allows 2 session channels per connection (MaxSessions 2): 20 workers
+ *    start (the cap learned from the host's refusals); 40 are more than its connections can
+ *    carry, and the start fails at once with a message naming the host, the number of processes
+ *    and MaxSessions (never "did not listen" after a silent queue), leaving nothing behind.
+ */
+#include "clusterenv.h"
+#include "collect.h"
+#include "lc_test.h"
+#include "testenv.h"
+
+#include <errno.h>
+
+static lc_engine *engine;
+static char ctl[4096];
+static char master_tmpl[4200];
+static char remove_extra_host[8400];
+static const char *worker_tmpl = "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
+
+/* A group of one host (user@alias) in the ssh config at config, with lazyclusterctl shipped. */
+static lc_group *group_of(const char *host, const char *config) {
+  lc_group *g = NULL;
+  lc_group_report *rep = NULL;
+  lc_runtime_options ro = th_options();
+  ro.ssh_config = config;
+  if (lc_group_new(&g, engine, NULL) < 0 || lc_group_connect(&rep, g, &host, 1, &ro) < 0 ||
+      lc_group_report_failures(rep) != 0 || th_ship_ctl(g, ctl) < 0) {
+    fprintf(stderr, "  group of %s: %s %s\n", host, lc_error_last(),
+            rep ? lc_group_report_message(rep, 0) : "");
+    lc_group_report_free(rep);
+    lc_group_free(g);
+    return NULL;
+  }
+  lc_group_report_free(rep);
+  return g;
+}
+
+/* Processes of host 0 of the test hosts in dir whose command line starts with prefix. */
+static int count_on(const char *dir, const char *prefix) {
+  char cmd[8400], line[64];
+  FILE *p;
+  int n = 0;
+  snprintf(cmd, sizeof(cmd), "%s pids 0 --dir %s", th_script(), dir);
+  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
+    return -1;
+  while (fgets(line, sizeof(line), p) != NULL)
+    n += th_proc_apply(strtol(line, NULL, 10), "cmdline", th_cmdline_matches, prefix);
+  pclose(p);
+  return n;
+}
+
+/* How many of ports first..first+n-1 listen on rt. */
+static int listening_of(lc_runtime *rt, int first, int n) {
+  lc_ports *l = NULL;
+  int k = 0;
+  if (lc_ports_listening(&l, rt, 20000) < 0)
+    return -1;
+  for (int p = first; p < first + n; p++)
+    k += lc_ports_contains(l, p);
+  lc_ports_free(l);
+  return k;
+}
+
+/* n workers of the command type on the one host of g (slots=n), default timeouts; returns the
+ * start's code. With started, every worker must answer through its tunnel here. */
+static lc_master_launcher *type_m;
+static lc_worker_launcher *type_w;
+
+static int start_workers(lc_group *g, int n, int port, lc_cluster **out) {
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char ports[64];
+  int r;
+  *out = NULL;
+  lc_runtime_set_resources(lc_group_at(g, 0), 0, n);
+  if (th_command_type_with(&type_m, &type_w, master_tmpl, worker_tmpl, "expose=here") < 0)
+    return -1;
+  snprintf(ports, sizeof(ports), "%d-%d", port + 1, port + 99);
+  o.master_port = port;
+  o.worker_ports = ports;
+  if ((r = lc_cluster_new(out, g, type_m, type_w, &o)) < 0)
+    return r;
+  return lc_cluster_start(*out, (size_t)n);
+}
+
+/* The command type's launchers of a cluster: freed after it. */
+static void cluster_done(lc_cluster *c) {
+  lc_cluster_free(c);
+  if (type_m != NULL)
+    th_command_type_free(type_m, type_w);
+  type_m = NULL;
+  type_w = NULL;
+}
+
+/* Every worker of c answers as itself here. */
+static void check_answers(lc_cluster *c, size_t n) {
+  char text[256], want[32];
+  LC_CHECK(lc_cluster_worker_count(c) == n);
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    const lc_worker_info *wi = lc_cluster_worker(c, i);
+    snprintf(want, sizeof(want), "w%zu\n", i);
+    th_answer_here(text, sizeof(text), wi->port);
+    LC_CHECK_STR(text, want);
+  }
+}
+
+/* 48 workers on one host as root through the API: all up, all answer, nothing left after. */
+static void test_48_workers_api(void) {
+  lc_group *g = group_of("lab0", th_config());
+  lc_cluster *c = NULL;
+  char dir[4096] = "";
+  LC_REQUIRE(g != NULL);
+  LC_CHECK_OK(start_workers(g, 48, 62700, &c));
+  if (c != NULL && lc_cluster_worker_count(c) == 48) {
+    check_answers(c, 48);
+    int n = th_count_procs(0, "serve 627");
+    fprintf(stderr, "  serve processes on lab0: %d\n", n);
+    LC_CHECK(n == 48);
+    snprintf(dir, sizeof(dir), "%s", lc_cluster_worker(c, 47)->workdir);
+  }
+  cluster_done(c);
+  LC_CHECK(th_count_everywhere(1, "^serve 627") == 0);
+  LC_CHECK(listening_of(lc_group_at(g, 0), 62700, 100) == 0);
+  lc_group_free(g);
+  if (dir[0] != '\0') { /* the working directories go with the runtime */
+    char cmd[8400];
+    snprintf(cmd, sizeof(cmd), "%s exec 0 --dir %s -- test -e '%s'", th_script(), th_dir(), dir);
+    LC_CHECK(system(cmd) != 0); /* NOLINT(cert-env33-c): the testhosts script */
+  }
+}
+
+/* `lazyclusterctl start --workers 48` on an inventory "lcfish@lab0 slots=48": ready, and after
+ * its Ctrl-C nothing of it is left on the host. */
+static void test_48_workers_cli_fish(void) {
+  lc_group *g = group_of("lcfish@lab0", th_config());
+  char inv[4200], out[65536];
+  FILE *f;
+  LC_REQUIRE(g != NULL);
+  snprintf(inv, sizeof(inv), "%s/slots-inventory", th_dir());
+  LC_REQUIRE((f = fopen(inv, "w")) != NULL);
+  fprintf(f, "lcfish@lab0 slots=48\n");
+  fclose(f);
+  {
+    const char *args[] = {"start",     "-F",           th_config(),   "--inventory",
+                          inv,         "--workers",    "48",          "--master-port",
+                          "62800",     "--ports",      "62801-62899", "--master-cmd",
+                          master_tmpl, "--worker-cmd", worker_tmpl,   NULL};
+    LC_CHECK(th_run_ctl(ctl, args, 1, out, sizeof(out)) == 0);
+  }
+  LC_CHECK_CONTAINS(out, "worker-47 ");
+  LC_CHECK_CONTAINS(out, "ready: ");
+  LC_CHECK(strstr(out, "did not listen") == NULL);
+  LC_CHECK(th_count_everywhere(1, "^serve 628") == 0);
+  LC_CHECK(listening_of(lc_group_at(g, 0), 62800, 100) == 0);
+  lc_group_free(g);
+}
+
+/* A host with MaxSessions 2: 20 workers start; 40 fail at once with a clear message. */
+static void test_low_max_sessions(void) {
+  char dir[4096], cmd[8400], config[4200];
+  lc_group *g = NULL;
+  lc_cluster *c = NULL;
+  int st, r;
+  snprintf(dir, sizeof(dir), "%s-maxsessions", th_dir());
+  snprintf(cmd, sizeof(cmd), "%s up 1 --dir %s --sshd-option 'MaxSessions 2' >/dev/null",
+           th_script(), dir);
+  snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
+  st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
+  LC_REQUIRE(st == 0);
+  snprintf(config, sizeof(config), "%s/ssh_config", dir);
+  g = group_of("lab0", config);
+  LC_CHECK(g != NULL);
+  if (g != NULL) {
+    LC_CHECK_OK(start_workers(g, 20, 62900, &c));
+    if (c != NULL && lc_cluster_worker_count(c) == 20) {
+      check_answers(c, 20);
+      LC_CHECK(count_on(dir, "serve 629") == 20);
+    }
+    cluster_done(c);
+    LC_CHECK(count_on(dir, "serve 629") == 0);
+    LC_CHECK(listening_of(lc_group_at(g, 0), 62900, 100) == 0);
+
+    /* 40 long-running processes at 2 a connection: more than the connections a host gets */
+    r = start_workers(g, 40, 62900, &c);
+    LC_CHECK(r < 0);
+    LC_CHECK_CONTAINS(lc_error_last(), "lab0");
+    LC_CHECK_CONTAINS(lc_error_last(), "MaxSessions");
+    LC_CHECK(strstr(lc_error_last(), "did not listen") == NULL);
+    cluster_done(c);
+    LC_CHECK(count_on(dir, "serve 629") == 0);
+    LC_CHECK(listening_of(lc_group_at(g, 0), 62900, 100) == 0);
+    lc_group_free(g);
+  }
+  LC_CHECK(system(remove_extra_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_extra_host[0] = '\0';
+}
+
+int main(int argc, char **argv) {
+  static const lc_test_case tests[] = {
+      LC_TEST(test_48_workers_api),
+      LC_TEST(test_48_workers_cli_fish),
+      LC_TEST(test_low_max_sessions),
+  };
+  int r;
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
+  if (lc_engine_new(&engine, NULL) < 0) {
+    fprintf(stderr, "FATAL: engine: %s\n", lc_error_last());
+    return 2;
+  }
+  r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+  if (remove_extra_host[0] != '\0' && system(remove_extra_host) != 0) /* NOLINT(cert-env33-c) */
+    r = 1;
+  lc_engine_free(engine);
+  return r;
+}
