@@ -231,6 +231,11 @@ int lc__cluster_place(lc_cluster *c, size_t first, size_t n);
 /* ---- context.c ---- */
 char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
 int lc__worker_spawn(lc_cluster *c, lc__worker *w);
+/* What lc__worker_spawn would send to w's host, without sending it: the command line and the
+ * script (setup, environment, lifeline wrapper, the launcher's command), and (setup not NULL)
+ * its setup text alone; for tests. */
+int lc__worker_compose(lc_cluster *c, lc__worker *w, lc__buf *line, lc__buf *script,
+                       lc__buf *setup);
 /* Appends to b the sh text that writes the cluster's secret into `secret` (0600) in dir (made
  * 0700 first; NULL: the current directory), inside a subshell of umask 077 that the caller
  * closes with ")". It goes only into a script read through the channel, never a command line. */
