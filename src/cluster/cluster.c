@@ -170,6 +170,7 @@ void lc_cluster_free(lc_cluster *c) {
   lc__fwdlist_free(&c->fwds);
   lc__cluster_release_ports(c, 0);
   lc__hosts_free(c);
+  free(c->ctx_sent);
   lc_runtime_free(c->local);
   lc_ports_free(c->worker_ports);
   for (size_t i = 0; i < c->nenv; i++)

@@ -16,6 +16,8 @@
 #define LC__POLL_MS 50
 #define LC__LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
 #define LC__TAIL_LINES 8
+/* The cluster-wide part of the workers' context, one file in each host's working directory. */
+#define LC__CONTEXT_FILE "cluster-context"
 
 /* Where a start limit came from, for its error message. */
 typedef enum lc__limit_source {
@@ -114,6 +116,9 @@ struct lc_cluster {
   int expired;      /* the EXPIRED event went out */
   lc__host *hosts;  /* hosts.c: what the cluster knows of each group runtime */
   size_t nhosts;
+  /* context.c: per group runtime, the hash of the context file written there (0: none) */
+  uint64_t *ctx_sent;
+  size_t nctx_sent;
   /* client.c: what a client on this machine needs */
   char *client_dir;          /* opts.client_dir copied, or the cluster's own (client_dir_own) */
   int client_dir_own;        /* made by the cluster: removed with its files at lc_cluster_free */
@@ -179,7 +184,9 @@ int lc__cluster_pick_port_connected(lc_cluster *c, int *out);
 /* A worker's tunnels as its launcher's mesh asks (every connected host but its own, or this
  * machine only), those already there kept. */
 int lc__worker_tunnels(lc_cluster *c, lc__worker *w);
-size_t lc__cluster_runtimes(lc_cluster *c, lc_runtime **v, size_t max);
+/* Every runtime the cluster uses (the group's and its own local one), *n of them, in an array
+ * the caller frees; NULL (the detail set) when out of memory. */
+lc_runtime **lc__cluster_runtimes(lc_cluster *c, size_t *n);
 const char *lc__cluster_port_taken_where(lc_cluster *c, int port);
 int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges);
 int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc);
@@ -231,6 +238,15 @@ int lc__cluster_place(lc_cluster *c, size_t first, size_t n);
 /* ---- context.c ---- */
 char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
 int lc__worker_spawn(lc_cluster *c, lc__worker *w);
+/* The context file's text: TF_CONFIG's "cluster" object, newline, cluster.json's "workers"
+ * array, newline. */
+int lc__cluster_context_text(lc_cluster *c, lc__buf *b);
+/* Writes the context file on every host of the cluster's workers (only's host alone when not
+ * NULL) that lacks this content, all at once; before workers start there. Returns 0 or the
+ * first host's error, naming it. */
+int lc__cluster_context_send(lc_cluster *c, const lc__worker *only);
+/* rt's directory went (its connection was lost): its context file must be written again. */
+void lc__cluster_context_forget(lc_cluster *c, lc_runtime *rt);
 /* What lc__worker_spawn would send to w's host, without sending it: the command line and the
  * script (setup, environment, lifeline wrapper, the launcher's command), and (setup not NULL)
  * its setup text alone; for tests. */

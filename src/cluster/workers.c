@@ -92,7 +92,10 @@ out:
 
 /* Spawns every prepared worker of st (the master's port is known, if not yet ready). */
 int lc__workers_spawn(lc_cluster *c, const lc__wstart *st) {
-  int r = 0;
+  int r;
+  /* every host of the cluster gets the context of its new size, once, before these start */
+  if ((r = lc__cluster_context_send(c, NULL)) < 0)
+    return r;
   for (size_t i = st->first; i < c->nworkers && r == 0; i++) {
     c->workers[i].info.master_port = c->master_port;
     r = lc__worker_spawn(c, &c->workers[i]);
