@@ -254,6 +254,8 @@ int lc_cluster_start(lc_cluster *c, int n) {
 
   if (c->master_proc != NULL)
     return n > 0 ? lc_cluster_start_workers(c, n) : 0;
+  if (n > 0 && (r = lc__cluster_nofile(c, (size_t)n)) < 0) /* before anything starts */
+    return r;
   if (n < 1) {
     if (n < 0)
       return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);

@@ -334,6 +334,15 @@ int lc__client_init(lc_cluster *c);
 /* Removes the cluster's own client directory with its files; frees the client env. */
 void lc__client_free(lc_cluster *c);
 
+/* ---- nofile.c ---- */
+/* The open files this process needs for the cluster with `more` workers added (an estimate: its
+ * hosts' connections, the workers' listeners and tunnel connections, a base). */
+size_t lc__cluster_nofile_need(lc_cluster *c, size_t more);
+/* Before a start of `more` workers: raises the soft RLIMIT_NOFILE to the hard one when the
+ * estimate needs it; -EMFILE (naming the limit, the need and how to raise it) when even the hard
+ * limit is too low. */
+int lc__cluster_nofile(lc_cluster *c, size_t more);
+
 /* ---- readiness.c ---- */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);
 

@@ -260,6 +260,8 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
   if (c->master_proc == NULL)
     return lc__error_set(-EINVAL, "cluster: start the master first");
+  if ((r = lc__cluster_nofile(c, (size_t)n)) < 0)
+    return r;
   if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0 ||
       (r = lc__workers_spawn(c, &st)) < 0 || (r = lc__workers_finish(c, &st)) < 0 ||
       (r = lc__workers_after_start(c, &st)) < 0) {
