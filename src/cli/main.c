@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
 #ifndef LC_VERSION_STRING
@@ -85,8 +86,21 @@ int cli_fail(const char *cmd, int err, const char *what) {
   return CLI_EXIT_FAIL;
 }
 
+/* The tool opens a socket per host and per tunnel connection, a listener per worker port: it
+ * takes every descriptor it may (its soft RLIMIT_NOFILE raised to the hard one); the library
+ * says how far short that falls when a start needs more. */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_max != RLIM_INFINITY &&
+      rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl); /* a failure leaves the start to say what it needs */
+  }
+}
+
 int main(int argc, char **argv) {
   const cli_command *cmd;
+  raise_nofile();
   if (argc < 2) {
     usage(stderr);
     return CLI_EXIT_USAGE;

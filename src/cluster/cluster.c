@@ -170,6 +170,7 @@ void lc_cluster_free(lc_cluster *c) {
   lc__fwdlist_free(&c->fwds);
   lc__cluster_release_ports(c, 0);
   lc__hosts_free(c);
+  free(c->ctx_sent);
   lc_runtime_free(c->local);
   lc_ports_free(c->worker_ports);
   for (size_t i = 0; i < c->nenv; i++)
@@ -253,6 +254,8 @@ int lc_cluster_start(lc_cluster *c, int n) {
 
   if (c->master_proc != NULL)
     return n > 0 ? lc_cluster_start_workers(c, n) : 0;
+  if (n > 0 && (r = lc__cluster_nofile(c, (size_t)n)) < 0) /* before anything starts */
+    return r;
   if (n < 1) {
     if (n < 0)
       return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);

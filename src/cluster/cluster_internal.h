@@ -16,6 +16,8 @@
 #define LC__POLL_MS 50
 #define LC__LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
 #define LC__TAIL_LINES 8
+/* The cluster-wide part of the workers' context, one file in each host's working directory. */
+#define LC__CONTEXT_FILE "cluster-context"
 
 /* Where a start limit came from, for its error message. */
 typedef enum lc__limit_source {
@@ -114,6 +116,9 @@ struct lc_cluster {
   int expired;      /* the EXPIRED event went out */
   lc__host *hosts;  /* hosts.c: what the cluster knows of each group runtime */
   size_t nhosts;
+  /* context.c: per group runtime, the hash of the context file written there (0: none) */
+  uint64_t *ctx_sent;
+  size_t nctx_sent;
   /* client.c: what a client on this machine needs */
   char *client_dir;          /* opts.client_dir copied, or the cluster's own (client_dir_own) */
   int client_dir_own;        /* made by the cluster: removed with its files at lc_cluster_free */
@@ -179,7 +184,9 @@ int lc__cluster_pick_port_connected(lc_cluster *c, int *out);
 /* A worker's tunnels as its launcher's mesh asks (every connected host but its own, or this
  * machine only), those already there kept. */
 int lc__worker_tunnels(lc_cluster *c, lc__worker *w);
-size_t lc__cluster_runtimes(lc_cluster *c, lc_runtime **v, size_t max);
+/* Every runtime the cluster uses (the group's and its own local one), *n of them, in an array
+ * the caller frees; NULL (the detail set) when out of memory. */
+lc_runtime **lc__cluster_runtimes(lc_cluster *c, size_t *n);
 const char *lc__cluster_port_taken_where(lc_cluster *c, int port);
 int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges);
 int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc);
@@ -231,6 +238,20 @@ int lc__cluster_place(lc_cluster *c, size_t first, size_t n);
 /* ---- context.c ---- */
 char **lc__cluster_env(lc_cluster *c, const char *const *more, size_t nmore);
 int lc__worker_spawn(lc_cluster *c, lc__worker *w);
+/* The context file's text: TF_CONFIG's "cluster" object, newline, cluster.json's "workers"
+ * array, newline. */
+int lc__cluster_context_text(lc_cluster *c, lc__buf *b);
+/* Writes the context file on every host of the cluster's workers (only's host alone when not
+ * NULL) that lacks this content, all at once; before workers start there. Returns 0 or the
+ * first host's error, naming it. */
+int lc__cluster_context_send(lc_cluster *c, const lc__worker *only);
+/* rt's directory went (its connection was lost): its context file must be written again. */
+void lc__cluster_context_forget(lc_cluster *c, lc_runtime *rt);
+/* What lc__worker_spawn would send to w's host, without sending it: the command line and the
+ * script (setup, environment, lifeline wrapper, the launcher's command), and (setup not NULL)
+ * its setup text alone; for tests. */
+int lc__worker_compose(lc_cluster *c, lc__worker *w, lc__buf *line, lc__buf *script,
+                       lc__buf *setup);
 /* Appends to b the sh text that writes the cluster's secret into `secret` (0600) in dir (made
  * 0700 first; NULL: the current directory), inside a subshell of umask 077 that the caller
  * closes with ")". It goes only into a script read through the channel, never a command line. */
@@ -312,6 +333,15 @@ void lc__hosts_free(lc_cluster *c);
 int lc__client_init(lc_cluster *c);
 /* Removes the cluster's own client directory with its files; frees the client env. */
 void lc__client_free(lc_cluster *c);
+
+/* ---- nofile.c ---- */
+/* The open files this process needs for the cluster with `more` workers added (an estimate: its
+ * hosts' connections, the workers' listeners and tunnel connections, a base). */
+size_t lc__cluster_nofile_need(lc_cluster *c, size_t more);
+/* Before a start of `more` workers: raises the soft RLIMIT_NOFILE to the hard one when the
+ * estimate needs it; -EMFILE (naming the limit, the need and how to raise it) when even the hard
+ * limit is too low. */
+int lc__cluster_nofile(lc_cluster *c, size_t more);
 
 /* ---- readiness.c ---- */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline);

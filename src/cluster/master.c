@@ -12,11 +12,12 @@
 /* Starts making the working directory of every runtime the cluster uses, all at once (each is
  * awaited where it is needed); a failure shows again there. */
 void lc__cluster_workdirs_begin(lc_cluster *c) {
-  lc_runtime *rts[1024];
-  size_t n = lc__cluster_runtimes(c, rts, 1024);
-  for (size_t i = 0; i < n; i++)
+  size_t n;
+  lc_runtime **rts = lc__cluster_runtimes(c, &n);
+  for (size_t i = 0; rts != NULL && i < n; i++)
     if (rts[i] == c->master_rt || lc_runtime_is_connected(rts[i]))
       lc__runtime_workdir_begin(rts[i]);
+  free(rts); /* out of memory: each directory is made where it is awaited */
 }
 
 /* The umask of a master on our own runtime: as strict as every runtime of the group's (the union
@@ -69,8 +70,7 @@ static int master_spawn(lc_cluster *c, int port) {
     goto out;
   if ((secret_env = lc__sprintf("LAZYCLUSTER_SECRET_FILE=%s/secret", wd)) == NULL ||
       (more[2] = secret_env, env = lc__cluster_env(c, more, 3)) == NULL ||
-      lc__cluster_secret_setup(c, &setup, NULL) < 0 ||
-      lc__buf_puts(&setup, ") || exit 125") < 0 ||
+      lc__cluster_secret_setup(c, &setup, NULL) < 0 || lc__buf_puts(&setup, ") || exit 125") < 0 ||
       (c->master_out = lc__output_new(c, -1, lc_runtime_name(c->master_rt))) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;

@@ -33,41 +33,51 @@ void lc__cluster_drop_forwards(lc_cluster *c, size_t from) {
   c->fwds.n = from;
 }
 
-/* Every runtime the cluster uses: the group's, and our own local one. */
-size_t lc__cluster_runtimes(lc_cluster *c, lc_runtime **v, size_t max) {
-  size_t n = 0;
-  for (size_t i = 0; i < lc_group_count(c->group) && n < max; i++)
-    v[n++] = lc_group_at(c->group, i);
-  if (c->local != NULL && n < max)
-    v[n++] = c->local;
-  return n;
+/* Every runtime the cluster uses: the group's, and our own local one, however many. */
+lc_runtime **lc__cluster_runtimes(lc_cluster *c, size_t *n) {
+  size_t ng = lc_group_count(c->group);
+  lc_runtime **v = lc__calloc(ng + 2, sizeof(*v));
+  *n = 0;
+  if (v == NULL) {
+    lc__error_set(-ENOMEM, "out of memory");
+    return NULL;
+  }
+  for (size_t i = 0; i < ng; i++)
+    v[(*n)++] = lc_group_at(c->group, i);
+  if (c->local != NULL)
+    v[(*n)++] = c->local;
+  return v;
 }
 
 /* Where port is taken: "this machine" or a host's name; NULL when nowhere. */
 const char *lc__cluster_port_taken_where(lc_cluster *c, int port) {
-  lc_runtime *rts[1024];
-  size_t n = lc__cluster_runtimes(c, rts, 1024);
+  size_t n;
+  lc_runtime **rts;
+  const char *where = NULL;
   if (lc_port_is_free_local(port) == 0 || lc_port_is_reserved(port))
     return "this machine";
-  for (size_t i = 0; i < n; i++) {
+  if ((rts = lc__cluster_runtimes(c, &n)) == NULL)
+    return NULL;
+  for (size_t i = 0; i < n && where == NULL; i++) {
     lc_ports *l = NULL;
-    int taken = lc_ports_listening(&l, rts[i], 10000) == 0 && lc_ports_contains(l, port);
+    if (lc_ports_listening(&l, rts[i], 10000) == 0 && lc_ports_contains(l, port))
+      where = lc_runtime_name(rts[i]);
     lc_ports_free(l);
-    if (taken)
-      return lc_runtime_name(rts[i]);
   }
-  return NULL;
+  free(rts);
+  return where;
 }
 
 /* A port free on every host and here, from ranges; reserved for the cluster. */
 int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges) {
-  lc_runtime *rts[1024];
-  size_t n = lc__cluster_runtimes(c, rts, 1024);
+  size_t n;
+  lc_runtime **rts = lc__cluster_runtimes(c, &n);
   int r;
-  if ((r = lc_ports_common_free(out, rts, n, ranges)) < 0)
-    return r;
-  if ((r = keep_port(c, *out)) < 0)
+  if (rts == NULL)
+    return -ENOMEM;
+  if ((r = lc_ports_common_free(out, rts, n, ranges)) == 0 && (r = keep_port(c, *out)) < 0)
     lc_port_release(*out);
+  free(rts);
   return r;
 }
 
@@ -178,16 +188,17 @@ int lc__cluster_has_forward(const lc_cluster *c, lc_runtime *rt, int port) {
 }
 
 int lc__cluster_pick_port_connected(lc_cluster *c, int *out) {
-  lc_runtime *all[1024], *up[1024];
-  size_t n = lc__cluster_runtimes(c, all, 1024), k = 0;
+  size_t n, k = 0;
+  lc_runtime **rts = lc__cluster_runtimes(c, &n);
   int r;
-  for (size_t i = 0; i < n; i++)
-    if (lc_runtime_is_connected(all[i]))
-      up[k++] = all[i];
-  if ((r = lc_ports_common_free(out, up, k, c->worker_ports)) < 0)
-    return r;
-  if ((r = keep_port(c, *out)) < 0)
+  if (rts == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < n; i++) /* the connected ones, in place */
+    if (lc_runtime_is_connected(rts[i]))
+      rts[k++] = rts[i];
+  if ((r = lc_ports_common_free(out, rts, k, c->worker_ports)) == 0 && (r = keep_port(c, *out)) < 0)
     lc_port_release(*out);
+  free(rts);
   return r;
 }
 

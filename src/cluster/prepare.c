@@ -229,6 +229,7 @@ void lc__cluster_unstage_host(lc_cluster *c, lc_runtime *rt) {
     if (c->staged[i] != rt)
       c->staged[k++] = c->staged[i];
   c->nstaged = k;
+  lc__cluster_context_forget(c, rt); /* it went with the directory */
 }
 
 void lc__workers_remove_dirs(lc_cluster *c, size_t from, size_t to) {

@@ -94,7 +94,7 @@ int lc__worker_respawn(lc_cluster *c, lc__worker *w, lc_exec_result *res) {
   w->proc = NULL;
   lc__output_clear(w->out);
   w->info.master_port = c->master_port;
-  if ((r = lc__worker_spawn(c, w)) < 0)
+  if ((r = lc__cluster_context_send(c, w)) < 0 || (r = lc__worker_spawn(c, w)) < 0)
     return r;
   w->stopped = 0;
   w->reported = 0;

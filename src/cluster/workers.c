@@ -92,7 +92,10 @@ out:
 
 /* Spawns every prepared worker of st (the master's port is known, if not yet ready). */
 int lc__workers_spawn(lc_cluster *c, const lc__wstart *st) {
-  int r = 0;
+  int r;
+  /* every host of the cluster gets the context of its new size, once, before these start */
+  if ((r = lc__cluster_context_send(c, NULL)) < 0)
+    return r;
   for (size_t i = st->first; i < c->nworkers && r == 0; i++) {
     c->workers[i].info.master_port = c->master_port;
     r = lc__worker_spawn(c, &c->workers[i]);
@@ -257,6 +260,8 @@ int lc_cluster_start_workers(lc_cluster *c, int n) {
     return lc__error_set(-EINVAL, "cluster: %d workers asked for", n);
   if (c->master_proc == NULL)
     return lc__error_set(-EINVAL, "cluster: start the master first");
+  if ((r = lc__cluster_nofile(c, (size_t)n)) < 0)
+    return r;
   if ((r = lc__workers_prepare(c, n, NULL, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0 ||
       (r = lc__workers_spawn(c, &st)) < 0 || (r = lc__workers_finish(c, &st)) < 0 ||
       (r = lc__workers_after_start(c, &st)) < 0) {
