@@ -577,7 +577,7 @@ static void on_keepalive(uv_timer_t *t) {
   now = uv_now(lc__engine_loop(c->rt->engine));
   if (c->req_sent && now - c->req_sent_at >= limit) {
     char what[120];
-    lc__ssh_fail(c, -ETIMEDOUT,
+    lc__ssh_fail(c, LC_ECLOSED,
                  "%s: no answer to %s within %.1f s (the keepalive limit): the host "
                  "does not respond, connection lost",
                  c->where, lc__tunnel_req_what(c, what, sizeof(what)), (double)limit / 1000.0);

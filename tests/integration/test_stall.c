@@ -172,7 +172,10 @@ static lc_process *spawn_ticker(lc_runtime *rt, ticks *t, const char *cmd) {
 static void on_fd_line(const char *line, size_t len, lc_stream stream, void *payload) {
   int *sockets = payload;
   (void)len;
-  if (stream == LC_STDOUT && strncmp(line, "socket:", 7) == 0) {
+  const char *target = strchr(line, ' ');
+  /* "FD TARGET": 0-2 are the local backend's stdio (libuv makes them socketpairs) */
+  if (stream == LC_STDOUT && target != NULL && atoi(line) > 2 &&
+      strncmp(target + 1, "socket:", 7) == 0) {
     fprintf(stderr, "  a local child holds %s\n", line);
     (*sockets)++;
   }
@@ -190,7 +193,7 @@ static void local_children_hold_no_ssh_socket(void) {
   /* the shell's own descriptors: what it inherited through the lifeline from this process */
   if (local != NULL)
     LC_CHECK_OK(lc_runtime_exec(
-        &res, local, "for f in /proc/$$/fd/*; do readlink \"$f\"; done; echo done", &eo));
+        &res, local, "for f in /proc/$$/fd/*; do echo \"${f##*/} $(readlink \"$f\")\"; done", &eo));
   LC_CHECK(sockets == 0);
   lc_runtime_free(local);
   lc_runtime_free(a);
@@ -297,7 +300,9 @@ static void stalled_host_does_not_stall_others(void) {
 
 /* ---- blips ---------------------------------------------------------------------------------- */
 
-static long remote_alive(int i, long pid) { return th_run("exec %d -- kill -0 %ld", i, pid) == 0; }
+static long remote_alive(int i, long pid) {
+  return th_run("exec %d -- sh -c 'kill -0 %ld 2>/dev/null'", i, pid) == 0;
+}
 
 static void short_blip_keeps_processes(void) {
   lc_runtime *b = connect_host("lab1", 0); /* the default limits */
