@@ -344,9 +344,9 @@ static void step_start(job_host *h) {
     free(h->get_local);
     h->get_local = replace_host(s->b, h->rt->name);
     host_log(h, "step %zu: get %s to %s", h->step + 1, s->a, h->get_local);
-    r = h->get_local ? lc__xfer_new(&h->p, h->rt, LC__XFER_GET, h->get_local, s->a, NULL, 0, 0,
-                                    &err)
-                     : lc__err_set(&err, -ENOMEM, "out of memory");
+    r = h->get_local
+            ? lc__xfer_new(&h->p, h->rt, LC__XFER_GET, h->get_local, s->a, NULL, 0, 0, &err)
+            : lc__err_set(&err, -ENOMEM, "out of memory");
     break;
   case STEP_WRITE:
   default:
@@ -387,11 +387,10 @@ static void step_check(job_host *h) {
     if (p->err.code < 0)
       r = lc__err_set(&err, p->err.code, "%s", p->err.msg);
     else if (j->fail_on_exit && (p->result.exit_status != 0 || p->result.signal != 0))
-      r = p->result.signal
-              ? lc__err_set(&err, LC_EREMOTE, "%s: '%s' was ended by signal %d", h->rt->name,
-                            s->a, p->result.signal)
-              : lc__err_set(&err, LC_EREMOTE, "%s: '%s' exited with status %d", h->rt->name,
-                            s->a, p->result.exit_status);
+      r = p->result.signal ? lc__err_set(&err, LC_EREMOTE, "%s: '%s' was ended by signal %d",
+                                         h->rt->name, s->a, p->result.signal)
+                           : lc__err_set(&err, LC_EREMOTE, "%s: '%s' exited with status %d",
+                                         h->rt->name, s->a, p->result.exit_status);
   } else {
     r = lc__xfer_finish(p, 0, &err);
   }
@@ -418,7 +417,7 @@ static void host_start(job_host *h) {
       snprintf(path, sizeof(path), "%s/%s.%s.log", j->g->log_dir, h->rt->name, h->task->name);
     else
       snprintf(path, sizeof(path), "%s/%s.log", j->g->log_dir, h->rt->name);
-    h->logf = fopen(path, "w");
+    h->logf = fopen(path, "we"); /* close-on-exec: local children must not hold it */
   }
   if (h->task != NULL)
     host_log(h, "task %s on %s", h->task->name, h->rt->name);

@@ -63,8 +63,7 @@ static int runtime_alloc(lc_runtime **out, lc_engine *engine, const char *name,
     rt->opts.connect_timeout_ms = 10000;
   if (rt->opts.keepalive_timeout_ms <= 0)
     rt->opts.keepalive_timeout_ms = 30000;
-  if (rt->opts.heartbeat_timeout_ms <= 0)
-    rt->opts.heartbeat_timeout_ms = 15000;
+  /* heartbeat_timeout_ms: set by heartbeat_settle once the backend has read its keepalive */
   if (rt->opts.kill_grace_ms <= 0)
     rt->opts.kill_grace_ms = 3000;
   rt->name = lc__strdup(name);
@@ -253,6 +252,32 @@ static void runtime_close(lc_runtime *rt) {
 }
 
 /*
+ * The lifeline's heartbeat limit against the connection's keepalive limit K: a blip that the
+ * connection survives must not end the host's processes. While the connection survives, the
+ * host hears nothing for at most a heartbeat period (a third of the limit), the keepalive's
+ * sending delay (K/6) and its answer's deadline (K); the watchdog ends the group after more
+ * than the limit of silence. So the limit must be at least 2K (11K/6 is the worst case); the
+ * default is exactly that. A smaller explicit value is kept, with a warning saying what it
+ * risks. Backends on this machine have no keepalive: their lifelines hear EOF.
+ */
+static void heartbeat_settle(lc_runtime *rt) {
+  long long least = 2LL * rt->opts.keepalive_timeout_ms;
+  char msg[400];
+  if (rt->opts.heartbeat_timeout_ms <= 0) {
+    rt->opts.heartbeat_timeout_ms = least > 2000000000LL ? 2000000000 : (int)least;
+    return;
+  }
+  if (lc__runtime_on_this_machine(rt) || rt->opts.heartbeat_timeout_ms >= least)
+    return;
+  snprintf(msg, sizeof(msg),
+           "%s: heartbeat_timeout_ms %d is less than twice keepalive_timeout_ms %d: a network "
+           "blip that the connection survives can end this host's processes through their "
+           "lifelines (use at least %lld, or leave it 0 for that default)",
+           rt->name, rt->opts.heartbeat_timeout_ms, rt->opts.keepalive_timeout_ms, least);
+  lc__warn(msg);
+}
+
+/*
  * A runtime on the backend ops (each backend's constructor passes its own): the settings read
  * (ops->prepare, with via as the ProxyJump when not NULL), then, when connect is set, connected.
  */
@@ -272,6 +297,7 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
     runtime_release(rt);
     return r;
   }
+  heartbeat_settle(rt);
   if (connect && (r = runtime_connect(rt)) < 0) {
     lc__err saved = {.code = r};
     snprintf(saved.msg, sizeof(saved.msg), "%s", lc_error_last());
@@ -1268,8 +1294,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
       lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
       lc__buf_puts(&cmd, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n") < 0 ||
       (!rt->opts.keep_workdir &&
-       (lc__buf_puts(&cmd, LC__KEEPER_SH) < 0 ||
-        lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
+       (lc__buf_puts(&cmd, LC__KEEPER_SH) < 0 || lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
         lc__buf_shell_quote(&cleanup, rt->workdir) < 0))) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;

@@ -41,9 +41,21 @@ typedef struct lc_runtime_options {
   const char *ssh_config;
   /** Connect and authentication timeout in ms; default 10000. */
   int connect_timeout_ms;
-  /** A host silent this long (ms) is reported dead and its connection closed; default 30000. */
+  /**
+   * A host that leaves a request unanswered this long (ms) is reported dead and its connection
+   * closed; default 30000. An SSH host is sent a keepalive@openssh.com request (which sshd must
+   * answer) every sixth of it, so a wedged sshd whose kernel still acknowledges TCP is noticed too;
+   * unacknowledged TCP data is given up after the same time (TCP_USER_TIMEOUT).
+   */
   int keepalive_timeout_ms;
-  /** A lifeline whose heartbeat is silent this long (ms) ends its processes; default 15000. */
+  /**
+   * A lifeline whose heartbeat is silent this long (ms) ends its processes; default twice
+   * keepalive_timeout_ms (60000 with its default). The rule: at least twice the keepalive limit,
+   * so that a network blip which the connection survives (shorter than the keepalive limit)
+   * never ends the host's processes. A smaller value is kept but warned about
+   * (lc_set_warning_handler callback), since such a blip can then end them while the connection
+   * comes back.
+   */
   int heartbeat_timeout_ms;
   /** Time between SIGTERM and SIGKILL when a process group is ended (ms); default 3000. */
   int kill_grace_ms;

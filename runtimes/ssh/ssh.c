@@ -8,21 +8,27 @@
  *  - libssh's socket stays in blocking mode; libssh reads only from inside ssh_event_dopoll;
  *  - after every wake-up every channel is drained, since libssh buffers decrypted data;
  *  - channel writes only while SSH_WRITE_PENDING is clear (the write gate), never past the window;
- *  - the poll watches a dup() of the fd, stopped before libssh frees the session;
- *  - keepalive is ssh_send_ignore plus TCP_USER_TIMEOUT; sshd allows 10 session channels per
- *    connection (MaxSessions), so a host with more processes gets more connections: up to
- *    MAX_CONNECTIONS, opened MAX_CONNECTING at a time (sshd's MaxStartups drops a burst of
- *    unauthenticated ones). What does not fit waits in a queue for a free channel; a process
- *    under a lifeline (it runs until stopped: a worker) that does not fit fails at once, naming
- *    the host, the count and MaxSessions, rather than waiting for a channel that never frees.
+ *  - the poll watches a close-on-exec dup of the fd, stopped before libssh frees the session;
+ *  - a channel write never gives libssh more than the socket takes at once: libssh flushes with
+ *    a blocking send(), and one host that stops reading must not stop the loop (lc__ssh_chan_put);
+ *  - keepalive is a keepalive@openssh.com request that sshd must answer, in the one queue of
+ *    global requests (tunnel.c);
+ *  - sshd allows 10 session channels per connection (MaxSessions), so a host with more processes
+ *    gets more connections: up to MAX_CONNECTIONS, opened MAX_CONNECTING at a time (sshd's
+ *    MaxStartups drops a burst of unauthenticated ones). What does not fit waits in a queue for a
+ *    free channel; a process under a lifeline (it runs until stopped: a worker) that does not fit
+ *    fails at once, naming the host, the count and MaxSessions, rather than waiting for a channel
+ *    that never frees.
  */
 #include "ssh_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/sockios.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,19 +199,50 @@ int lc__ssh_write_open(const lc__ssh_conn *c) {
   return !(ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING);
 }
 
-/* Writes into k's channel as far as its window and the write gate allow: the bytes taken, or -1
- * when the channel failed. */
+/*
+ * How many bytes of channel data the session's socket takes now without a send() that waits:
+ * libssh flushes its output with a blocking send() of all of it, so a write larger than the
+ * free send buffer stops the engine (every host) until this host reads again, for as long as
+ * a wedged sshd pleases. Free = SO_SNDBUF less what the socket holds (SIOCOUTQ); a quarter of it
+ * stays free for the kernel's per-buffer overhead and libssh's own small packets (window
+ * adjusts, keepalives). With the write gate open libssh holds nothing unsent itself. A socket
+ * that cannot say is not limited (as before).
+ */
+static size_t sock_room(const lc__ssh_conn *c) {
+  int sndbuf = 0, queued = 0;
+  socklen_t len = sizeof(sndbuf);
+  if (c->poll_fd < 0 || getsockopt(c->poll_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len) < 0 ||
+      ioctl(c->poll_fd, SIOCOUTQ, &queued) < 0)
+    return SIZE_MAX;
+  if (queued >= sndbuf)
+    return 0;
+  return (size_t)(sndbuf - queued) - (size_t)(sndbuf - queued) / 4;
+}
+
+/* Writes into k's channel as far as its window, the write gate and the socket's free buffer
+ * allow: the bytes taken, or -1 when the channel failed. A write cut short by the socket sets
+ * sock_full, so that the poll waits for the socket to drain (lc__ssh_update_poll). */
 ssize_t lc__ssh_chan_put(lc__ssh_chan *k, const char *data, size_t len) {
   lc__ssh_conn *c = k->c;
   size_t done = 0;
   while (done < len && lc__ssh_write_open(c)) {
     size_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
     uint32_t win = ssh_channel_window_size(k->ch);
+    size_t room;
     int w;
     if (win == 0)
       break;
     if (n > win)
       n = win;
+    if ((room = sock_room(c)) < n) {
+      /* whole packets where the room allows: a small packet costs as much CPU as a full one */
+      size_t whole = room / PACKET_DATA * PACKET_DATA;
+      n = whole > 0 ? whole : room;
+      if (n == 0) {
+        c->sock_full = 1;
+        break;
+      }
+    }
     if ((w = ssh_channel_write(k->ch, data + done, (uint32_t)n)) < 0)
       return -1;
     if (w == 0)
@@ -552,12 +589,39 @@ void lc__ssh_fail(lc__ssh_conn *c, int code, const char *fmt, ...) {
     lc__runtime_connected(c->rt, &err);
 }
 
+/*
+ * The keepalive timer, every sixth of the keepalive limit: a keepalive@openssh.com request goes
+ * into the global-request queue when it is empty (sshd answers it, FAILURE or SUCCESS: either
+ * proves the host alive; a host that is stopped or wedged still has its kernel acknowledge TCP,
+ * so only an answer shows it works). A request sent (keepalive or forward) and unanswered for the
+ * whole limit means the host is lost. The timer is set again for the next sixth, or for that
+ * deadline when it comes sooner.
+ */
 static void on_keepalive(uv_timer_t *t) {
   lc__ssh_conn *c = t->data;
-  if (c->state == C_READY && c->s != NULL) {
-    ssh_send_ignore(c->s, "");
-    lc__ssh_update_poll(c);
+  uint64_t limit = (uint64_t)c->rt->opts.keepalive_timeout_ms;
+  uint64_t every = limit / 6 > 0 ? limit / 6 : 1, now, next;
+  if (c->state != C_READY || c->s == NULL)
+    return;
+  now = uv_now(lc__engine_loop(c->rt->engine));
+  if (c->req_sent && now - c->req_sent_at >= limit) {
+    char what[120];
+    lc__ssh_fail(c, LC_ECLOSED,
+                 "%s: no answer to %s within %.1f s (the keepalive limit): the host "
+                 "does not respond, connection lost",
+                 c->where, lc__tunnel_req_what(c, what, sizeof(what)), (double)limit / 1000.0);
+    return;
   }
+  if (c->reqs == NULL) {
+    lc__tunnel_keepalive(c);
+    lc__ssh_update_poll(c);
+    if (c->state != C_READY)
+      return;
+  }
+  next = every;
+  if (c->req_sent && c->req_sent_at + limit - now < next)
+    next = c->req_sent_at + limit - now;
+  uv_timer_start(&c->timer, on_keepalive, next > 0 ? next : 1, 0);
 }
 
 void lc__ssh_retry_in(lc__ssh_conn *c, unsigned long ms) {
@@ -576,7 +640,7 @@ void lc__ssh_update_poll(lc__ssh_conn *c) {
   if (!c->poll_inited || c->s == NULL)
     return;
   mask = UV_READABLE;
-  if (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)
+  if ((ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING) || c->sock_full)
     mask |= UV_WRITABLE;
   if (mask != c->poll_mask) {
     c->poll_mask = mask;
@@ -882,7 +946,7 @@ static int auth_step(lc__ssh_conn *c) {
 }
 
 static void conn_ready(lc__ssh_conn *c) {
-  uint64_t every = (uint64_t)c->rt->opts.keepalive_timeout_ms / 3;
+  uint64_t every = (uint64_t)c->rt->opts.keepalive_timeout_ms / 6;
   c->state = C_READY;
   c->phase = "connection";
   timer_stop(c);
@@ -890,7 +954,9 @@ static void conn_ready(lc__ssh_conn *c) {
     lc__ssh_fail(c, -ENOMEM, "%s: cannot watch the session", c->where);
     return;
   }
-  uv_timer_start(&c->timer, on_keepalive, every, every ? every : 1000);
+  c->req_sent = 0;
+  c->sock_full = 0;
+  uv_timer_start(&c->timer, on_keepalive, every ? every : 1, 0);
   c->backoff_ms = 0;
   if (c->primary != NULL) { /* an extra connection: its queued processes start now */
     extras_next(c->primary);
@@ -977,6 +1043,7 @@ static void conn_drive(lc__ssh_conn *c) {
     return;
   case C_READY:
     c->drive_seq++;
+    c->sock_full = 0; /* every writer gets its turn below, and says again if the socket is full */
     c->in_rounds = 1;
     c->in_more = 1;
     for (int i = 0; i < DOPOLL_ROUNDS; i++) {
@@ -1067,7 +1134,9 @@ void lc__ssh_start_session(lc__ssh_conn *c, int fd) {
   ssh_set_callbacks(c->s, &c->scb);
   ssh_set_blocking(c->s, 0);
 
-  if ((c->poll_fd = dup(fd)) < 0 ||
+  /* close-on-exec: a child started here (a local master, a ProxyCommand) must not hold the
+   * socket, which would keep the connection open after we closed it */
+  if ((c->poll_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0 ||
       uv_poll_init(lc__engine_loop(c->rt->engine), &c->poll, c->poll_fd) < 0) {
     lc__ssh_fail(c, -errno, "%s: cannot watch the socket", c->where);
     return;
@@ -1105,10 +1174,9 @@ static void on_tcp_writable(uv_poll_t *h, int status, int events) {
   }
   {
     int fd = c->sock, flags = fcntl(fd, F_GETFL), one = 1;
-    /* unanswered data is given up after two thirds of the limit: the keepalive sends something
-     * every third, so a host silent for the whole limit is declared dead within it */
-    unsigned int user_timeout =
-        (unsigned int)(c->rt->opts.keepalive_timeout_ms - c->rt->opts.keepalive_timeout_ms / 3);
+    /* unacknowledged data is given up after the keepalive limit, as an unanswered keepalive is
+     * (on_keepalive): a blip shorter than the limit keeps the connection */
+    unsigned int user_timeout = (unsigned int)c->rt->opts.keepalive_timeout_ms;
     int idle =
         c->rt->opts.keepalive_timeout_ms / 3000 > 0 ? c->rt->opts.keepalive_timeout_ms / 3000 : 1;
     fcntl(fd, F_SETFL, flags & ~O_NONBLOCK); /* libssh expects a blocking socket */
@@ -1155,7 +1223,7 @@ static void tcp_try_next(lc__ssh_conn *c) {
     return;
   }
   c->sock = fd;
-  if ((c->tcp_poll_fd = dup(fd)) < 0 ||
+  if ((c->tcp_poll_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0 ||
       uv_poll_init(lc__engine_loop(c->rt->engine), &c->tcp_poll, c->tcp_poll_fd) < 0) {
     lc__ssh_fail(c, -errno, "%s: cannot watch the socket", c->where);
     return;

@@ -67,10 +67,12 @@ struct lc__ssh_chan {
   int ending;
 };
 
-/* A global request (tcpip-forward, cancel-tcpip-forward): one at a time per session. */
+/* A global request (tcpip-forward, cancel-tcpip-forward, keepalive@openssh.com): one at a time
+ * per session, since libssh 0.10 has one slot for them and would give one's answer to another. */
 struct lc__ssh_global_req {
   lc__ssh_global_req *next;
-  lc_forward *fwd; /* listen: the forward; NULL for a cancel */
+  int keepalive;   /* keepalive@openssh.com: any answer proves the host alive */
+  lc_forward *fwd; /* listen: the forward; NULL for a cancel or a keepalive */
   char *bind;
   int port;
   /* a cancel of a listen found unsafe: once answered (the port closed), refused hears why */
@@ -116,7 +118,9 @@ struct lc__ssh_conn {
   lc__ssh_chan *chans;
   int sessions; /* open session channels */
   lc__ssh_global_req *reqs, *failed_reqs;
-  int req_sent; /* the head of reqs was sent and waits for its answer */
+  int req_sent;         /* the head of reqs was sent and waits for its answer */
+  uint64_t req_sent_at; /* uv_now when it was sent: unanswered for the keepalive limit = lost */
+  int sock_full; /* a write into a channel was cut short: the socket could not take it at once */
   /* remote listens granted: those waiting for the next listing of the host's listeners, those
    * the listing in flight (check) covers; one listing at a time checks all granted meanwhile */
   lc__ssh_bound *unchecked, *checking;
@@ -174,6 +178,8 @@ void lc__ssh_reconnect_later(lc__ssh_conn *c);
 void lc__ssh_retry_in(lc__ssh_conn *c, unsigned long ms);
 
 /* tunnel.c */
+void lc__tunnel_keepalive(lc__ssh_conn *c);
+const char *lc__tunnel_req_what(const lc__ssh_conn *c, char *buf, size_t size);
 void lc__tunnel_pump(lc__ssh_chan *k);
 void lc__tunnel_end(lc__ssh_chan *k);
 int lc__tunnel_jump_open(lc__ssh_conn *jump, lc__ssh_conn *owner);

@@ -24,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <libssh/server.h> /* ssh_send_keepalive */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -687,12 +688,67 @@ static void bound_forget(lc__ssh_bound *b, const lc_forward *f) {
       b->fwd = NULL;
 }
 
-/* Sends the global requests one at a time (only one may be outstanding per session). */
+/*
+ * The bind address of the call that asks after a sent keepalive's answer. libssh 0.10's
+ * ssh_send_keepalive sends keepalive@openssh.com with want-reply and always returns SSH_OK, so
+ * its answer is read through another global-request call: while a request is pending, any of
+ * them only asks after its answer (SSH_AGAIN until it came; then SSH_OK or, for sshd's FAILURE,
+ * SSH_ERROR with SSH_REQUEST_DENIED). Should the answer have come inside ssh_send_keepalive
+ * already, the call sends a real cancel-tcpip-forward instead, of an address no forward of ours
+ * has: sshd refuses it, and its answer proves the host alive just as well.
+ */
+#define KEEPALIVE_PROBE_BIND "lc-keepalive.invalid"
+
+/* Queues a keepalive@openssh.com request behind the others (ssh.c's keepalive timer). */
+void lc__tunnel_keepalive(lc__ssh_conn *c) {
+  lc__ssh_global_req *q = req_push(c, NULL, KEEPALIVE_PROBE_BIND, 0);
+  if (q == NULL)
+    return; /* out of memory: the next tick tries again */
+  q->keepalive = 1;
+  lc__tunnel_requests(c);
+}
+
+/* What the request waiting for its answer is, for the message of a host that never answers. */
+const char *lc__tunnel_req_what(const lc__ssh_conn *c, char *buf, size_t size) {
+  const lc__ssh_global_req *q = c->reqs;
+  if (q == NULL || q->keepalive)
+    snprintf(buf, size, "a keepalive request");
+  else if (q->fwd != NULL)
+    snprintf(buf, size, "the -R forward request for port %d", q->port);
+  else
+    snprintf(buf, size, "the cancel of the -R forward of port %d", q->port);
+  return buf;
+}
+
+/* One step of the keepalive at the head of the queue: SSH_AGAIN until its answer came. */
+static int keepalive_step(lc__ssh_conn *c) {
+  if (!c->req_sent) {
+    ssh_send_keepalive(c->s);
+    if (ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR))
+      return SSH_ERROR;
+    c->req_sent = 1;
+    c->req_sent_at = uv_now(lc__engine_loop(c->rt->engine));
+  }
+  return ssh_channel_cancel_forward(c->s, KEEPALIVE_PROBE_BIND, 0);
+}
+
+/*
+ * Sends the global requests one at a time (only one may be outstanding per session): listens,
+ * cancels and keepalives. Each answer is awaited for at most the keepalive limit (on_keepalive
+ * in ssh.c ends the connection then: the one slot would stay taken).
+ */
 void lc__tunnel_requests(lc__ssh_conn *c) {
   while (c->reqs != NULL && c->state == C_READY) {
     lc__ssh_global_req *q = c->reqs;
-    int r = q->fwd != NULL ? ssh_channel_listen_forward(c->s, q->bind, q->port, NULL)
-                           : ssh_channel_cancel_forward(c->s, q->bind, q->port);
+    int r;
+    if (q->keepalive) {
+      r = keepalive_step(c);
+    } else {
+      if (!c->req_sent)
+        c->req_sent_at = uv_now(lc__engine_loop(c->rt->engine));
+      r = q->fwd != NULL ? ssh_channel_listen_forward(c->s, q->bind, q->port, NULL)
+                         : ssh_channel_cancel_forward(c->s, q->bind, q->port);
+    }
     if (r == SSH_AGAIN) {
       c->req_sent = 1;
       return;

@@ -72,7 +72,8 @@ const char *cli_hostopts_help(void) {
          "  --connect-timeout S     give up on a host after S seconds (default 10)\n"
          "  --fanout N              hosts worked on at once (default 64)\n"
          "  --heartbeat S           remote processes end S seconds after this program is gone\n"
-         "                          (killed, or the network lost; default 15)\n"
+         "                          (killed, or the network lost; default 60: twice the\n"
+         "                          30 s keepalive, so that a shorter blip ends nothing)\n"
          "  --umask MODE            umask of the processes started on the hosts (default 077:\n"
          "                          what they write is yours alone; e.g. 022)\n";
 }
