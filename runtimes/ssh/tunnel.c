@@ -696,6 +696,18 @@ static void bound_forget(lc__ssh_bound *b, const lc_forward *f) {
  * SSH_ERROR with SSH_REQUEST_DENIED). Should the answer have come inside ssh_send_keepalive
  * already, the call sends a real cancel-tcpip-forward instead, of an address no forward of ours
  * has: sshd refuses it, and its answer proves the host alive just as well.
+ *
+ * Why this is sound (libssh 0.10's global_request keeps one state per session, NONE or PENDING
+ * or an answer; a call made while it is not NONE sends nothing and only waits for that answer):
+ *  - no real forward is ever cancelled: sshd cancels the forward whose listen address and port
+ *    both match, and ".invalid" (RFC 6761) never resolves, so no forward can have been granted
+ *    on this bind;
+ *  - the queue is never confused: on_keepalive queues a keepalive only when the queue is empty,
+ *    and every request, keepalive included, is sent only from the head of the queue, so a
+ *    keepalive is never outstanding beside a tcpip-forward or cancel (which would make libssh
+ *    take the keepalive's answer for the forward's, or drop the forward unsent);
+ *  - a forward queued behind a keepalive waits for the keepalive's answer (or for the keepalive
+ *    limit, after which the connection is given up and the forward retried on the next one).
  */
 #define KEEPALIVE_PROBE_BIND "lc-keepalive.invalid"
 
