@@ -142,10 +142,27 @@ snapshot() { # FILE: every host's state, "labI KIND what" lines
 }
 
 # Waits (20 s: the lifelines end what the sessions leave) until the hosts hold what they held
-# after `up`; names what is left and marks the run failed.
+# after `up`; names what is left and marks the run failed. With PEER set, the files a peer leaves
+# in the hosts' /tmp (SSHCluster: /tmp/dask-worker-space) are noted and removed instead.
 LEFT_REPORT=
-check_left() { # WHAT
-  local k
+check_left() { # WHAT [PEER]
+  local k i f
+  if [[ -n ${2:-} ]]; then
+    for ((k = 0; k < 40; k++)); do
+      snapshot "$WORK/now"
+      comm -13 "$WORK/base" "$WORK/now" | grep -v '^lab[0-9]* tmp ' >"$WORK/left"
+      [[ -s $WORK/left ]] || break
+      sleep 0.5
+    done
+    comm -13 "$WORK/base" "$WORK/now" | awk '$2 == "tmp" && $3 ~ /^\/tmp\/[^\/]+$/ { print $1, $3 }' >"$WORK/peerfiles"
+    if [[ -s $WORK/peerfiles ]]; then
+      NOTES+="- $2 left on $(cut -d' ' -f1 "$WORK/peerfiles" | sort -u | wc -l) of $H hosts: $(cut -d' ' -f2 "$WORK/peerfiles" | sort -u | tr '\n' ' ')(removed by scale.sh; not counted as ours)."$'\n'
+      while read -r i f; do
+        i=${i#lab}
+        nsenter --net="/run/netns/${NETNS[$i]}" --mount="$DIR/hosts/$i/mnt" -- rm -rf -- "$f"
+      done <"$WORK/peerfiles"
+    fi
+  fi
   for ((k = 0; k < 40; k++)); do
     snapshot "$WORK/now"
     comm -13 "$WORK/base" "$WORK/now" >"$WORK/left"
@@ -181,6 +198,7 @@ timed() { # PHASE TOOL ROUND CMD...
   t1=${EPOCHREALTIME/./}
   times >"$WORK/t1"
   sleep 0.3
+  ((QUIET)) && hosts_quiet 60
   sshd_ticks
   m=$(tail -n 1 "$WORK/time")
   [[ $m =~ ^[0-9]+$ ]] || { m=0 rc=99; } # time's line was not there
@@ -191,6 +209,44 @@ timed() { # PHASE TOOL ROUND CMD...
     FAIL=1
     say "$tool ($phase) on $H hosts, round $round: exit $rc: $(head -c 600 "$WORK/err")"
   fi
+}
+
+# Waits (at most LIMIT s) until no host runs anything but its listening sshd: a peer that
+# returns before its remote processes are gone would otherwise have them missing from the sshd
+# ticks.
+QUIET=0
+hosts_quiet() { # LIMIT_S
+  local k i busy
+  for ((k = 0; k < $1 * 5; k++)); do
+    busy=0
+    for ((i = 0; i < H; i++)); do
+      [[ $(ip netns pids "${NETNS[$i]}" 2>/dev/null) == "${SSHD_PIDS[$i]}" ]] || { busy=1; break; }
+    done
+    ((busy)) || return 0
+    sleep 0.2
+  done
+  say "hosts still busy $1 s after the run (lab$i)"
+}
+
+# At "ready:": lazyclusterctl's descriptors and threads, the hosts' memory (VmRSS of everything
+# in their network namespaces, sshd's included, / H), one worker's context on lab0 (its
+# cluster.json, the largest environment of a process there): a line for the notes.
+side_measure() { # PHASE PID WORKERS
+  local fds thr rss=0 p json env=0 e
+  fds=$(find "/proc/$2/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  thr=$(find "/proc/$2/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
+  for ((i = 0; i < H; i++)); do
+    for p in $(ip netns pids "${NETNS[$i]}" 2>/dev/null); do
+      e=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
+      rss=$((rss + ${e:-0}))
+      if ((i == 0)); then
+        e=$({ wc -c <"/proc/$p/environ"; } 2>/dev/null)
+        ((${e:-0} > env)) && env=$e
+      fi
+    done
+  done
+  json=$(find "$DIR/hosts/0/home/.cache/lazycluster" -name cluster.json -printf '%s\n' 2>/dev/null | sort -n | tail -1)
+  NOTES+="- at \"ready:\" of $1 on $H hosts ($3 workers): lazyclusterctl holds $fds descriptors, $thr threads; the hosts' processes $((rss / H)) KB RSS per host; on lab0 a worker's cluster.json is ${json:-?} bytes, the largest environment of a process ${env} bytes."$'\n'
 }
 
 # lazyclusterctl's own CPU (ms, in CPU_MS) and peak RSS (KB, in HWM; kept when the process has
@@ -213,9 +269,9 @@ proc_usage() { # PID
 # Rows: PHASE (start: wall until ready, CPU and VmHWM of lazyclusterctl then, sshd ticks of the
 # whole start and stop) and PHASE-stop (wall of the stop, lazyclusterctl's CPU during it, its last
 # value read every 20 ms until it exits).
-start_stop() { # PHASE ROUND LIMIT_S START-ARGS...
-  local phase=$1 round=$2 limit=$3 pid line ready=0 t0 t1 t2 k0 cpu_ready rss rc cat_pid s
-  shift 3
+start_stop() { # PHASE ROUND LIMIT_S WORKERS START-ARGS...
+  local phase=$1 round=$2 limit=$3 workers=$4 pid line ready=0 t0 t1 t2 k0 cpu_ready rss rc cat_pid s
+  shift 4
   sleep 0.3
   sshd_ticks; k0=$SSHD_TICKS
   rm -f "$WORK/fifo"
@@ -232,6 +288,7 @@ start_stop() { # PHASE ROUND LIMIT_S START-ARGS...
   t1=${EPOCHREALTIME/./}
   proc_usage "$pid"
   cpu_ready=$CPU_MS rss=$HWM
+  ((ready && round == 1)) && side_measure "$phase" "$pid" "$workers"
   kill -INT "$pid" 2>/dev/null
   cat <&3 >/dev/null & # until it exits (it closes stdout)
   cat_pid=$!
@@ -261,7 +318,7 @@ start_stop() { # PHASE ROUND LIMIT_S START-ARGS...
 }
 
 sshcluster() { # ROUND
-  timed dask SSHCluster "$1" timeout 600 "$PY" -W ignore "$ROOT/tests/bench/sshcluster.py" "$DIR" "$H"
+  QUIET=1 timed dask SSHCluster "$1" timeout 600 "$PY" -W ignore "$ROOT/tests/bench/sshcluster.py" "$DIR" "$H"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +366,7 @@ for H in $HOSTCOUNTS; do
   # the light start: 4 workers per host, the mesh
   W=$((4 * H))
   for ((r = 1; r <= LIGHT_ROUNDS; r++)); do
-    start_stop light "$r" 900 -F "$CONF" --hosts "$LIST" --fanout "$H" --workers "$W" \
+    start_stop light "$r" 900 "$W" -F "$CONF" --hosts "$LIST" --fanout "$H" --workers "$W" \
       --type-arg expose=mesh --master-port 60999 --fixed-master-port --ports "61000-$((61000 + W + 99))" \
       --timeout 900 --name "scale-light-$H-$r" \
       --master-cmd "exec '$LC' serve {master_port} master" \
@@ -325,13 +382,13 @@ for H in $HOSTCOUNTS; do
       NOTES+="- Dask on $H hosts not run: $H workers of ~100-150 MB each do not fit in the $avail MiB available here."$'\n'
       say "Dask on $H hosts not run (MemAvailable $avail MiB)"
     else
-      start_stop dask 1 1200 -F "$CONF" --hosts "$LIST" --fanout "$H" --type dask --workers "$H" \
+      start_stop dask 1 1200 "$H" -F "$CONF" --hosts "$LIST" --fanout "$H" --type dask --workers "$H" \
         --master-port 62900 --ports 63000-$((63000 + 2 * H + 99)) --timeout 1200 --master-timeout 300 \
         --name "scale-dask-$H"
       check_left "dask start"
       if ((PEERS && !QUICK && H <= 64)); then
         sshcluster 1
-        check_left SSHCluster
+        check_left SSHCluster "Dask's SSHCluster"
       elif ((PEERS)); then
         NOTES+="- Dask's SSHCluster on $H hosts not run ($( ((QUICK)) && echo "--quick" || echo "only up to 64 hosts: its scheduler and $H workers run at once on these 2 CPUs, over 10 minutes"))."$'\n'
       fi
