@@ -31,8 +31,8 @@
 #   --hosts LIST     host counts, in order (default "64 256"; at most 1000); the ratio rows need
 #                    two counts, the last against the first
 #   --quick          one round, no SSHCluster, no serial ssh loop (e.g. --quick --hosts 64)
-#   --rounds N       rounds of the exec rows (default 3) and of the light start (default 2);
-#                    the Dask start runs once per host count
+#   --rounds N       rounds of the exec rows (default 3) and of the light start (default 2 up
+#                    to 64 hosts, 1 above); the Dask start runs once per host count
 #   --lc PATH        lazyclusterctl (default build/lazyclusterctl; not under /tmp: the hosts run
 #                    `lazyclusterctl serve` by that path and have their own /tmp)
 #   --dir DIR        testhosts directory (default /tmp/lc-scale.PID), taken down at the end
@@ -145,6 +145,7 @@ snapshot() { # FILE: every host's state, "labI KIND what" lines
 # after `up`; names what is left and marks the run failed. With PEER set, the files a peer leaves
 # in the hosts' /tmp (SSHCluster: /tmp/dask-worker-space) are noted and removed instead.
 LEFT_REPORT=
+FAILED_REPORT=
 check_left() { # WHAT [PEER]
   local k i f
   if [[ -n ${2:-} ]]; then
@@ -282,7 +283,12 @@ start_stop() { # PHASE ROUND LIMIT_S WORKERS START-ARGS...
   pid=$!
   exec 3<"$WORK/fifo"
   # its stdout as it comes: "ready:" once every worker is ready (or EOF when it failed)
-  while IFS= read -r -t "$limit" line <&3; do
+  local why="it ended before \"ready:\""
+  while :; do
+    if ! IFS= read -r -t "$limit" line <&3; then
+      (($? > 128)) && why="no \"ready:\" within $limit s"
+      break
+    fi
     [[ $line == ready:* ]] && { ready=1; break; }
   done
   t1=${EPOCHREALTIME/./}
@@ -307,7 +313,8 @@ start_stop() { # PHASE ROUND LIMIT_S WORKERS START-ARGS...
   sshd_ticks
   if ((!ready)); then
     FAIL=1
-    say "$phase start on $H hosts, round $round: no \"ready:\" within $limit s (exit $rc): $(tail -n 5 "$WORK/start.err" | tr '\n' ' ')"
+    say "$phase start on $H hosts, round $round: $why (exit $rc after $(((t1 - t0) / 1000)) ms): $(tail -n 5 "$WORK/start.err" | tr '\n' ' ')"
+    FAILED_REPORT+="- $phase start on $H hosts, round $round: $why, after $(((t1 - t0) / 1000000)) s (exit $rc); its last words: $(tail -n 2 "$WORK/start.err" | tr '\n' ' ')"$'\n'
     record "$H" "$phase" lazyclusterctl "$round" $(((t1 - t0) / 1000)) "$cpu_ready" "$rss" $((SSHD_TICKS - k0)) 1
     return 1
   fi
@@ -365,14 +372,16 @@ for H in $HOSTCOUNTS; do
 
   # the light start: 4 workers per host, the mesh
   W=$((4 * H))
-  for ((r = 1; r <= LIGHT_ROUNDS; r++)); do
+  lr=$LIGHT_ROUNDS
+  [[ -z $ROUNDS ]] && ((H > 64)) && lr=1 # (the mesh of 1024 workers on 256 hosts takes minutes)
+  for ((r = 1; r <= lr; r++)); do
     start_stop light "$r" 900 "$W" -F "$CONF" --hosts "$LIST" --fanout "$H" --workers "$W" \
       --type-arg expose=mesh --master-port 60999 --fixed-master-port --ports "61000-$((61000 + W + 99))" \
       --timeout 900 --name "scale-light-$H-$r" \
       --master-cmd "exec '$LC' serve {master_port} master" \
       --worker-cmd "exec '$LC' serve {worker_port} w{worker_index}"
     check_left "light start $r"
-    say "$H hosts: light start round $r of $LIGHT_ROUNDS done"
+    say "$H hosts: light start round $r of $lr done"
   done
 
   # Dask: one worker per host
@@ -441,8 +450,12 @@ TARGETS=$(
   printf '| target (issue 16) | phase | measured | verdict |\n|---|---|---|---|\n'
   for H in $HOSTCOUNTS; do
     for p in exec light dask; do
+      n_all=$(awk -F'\t' -v h="$H" -v p="$p" '$1 == h && $2 == p && $3 == "lazyclusterctl"' "$RESULTS" | wc -l)
       cpu=$(col "$H" "$p" lazyclusterctl 6)
-      [[ $cpu == - ]] && continue
+      if [[ $cpu == - ]]; then
+        ((n_all)) && printf '| every target | %s, %s hosts | no run succeeded (0/%s) | MISS |\n' "$p" "$H" "$n_all"
+        continue
+      fi
       c=$(per "$cpu" "$H" %.2f)
       printf '| our CPU <= 5 ms/host | %s, %s hosts | %s ms/host | %s |\n' "$p" "$H" "$c" "$(verdict "$c" 5)"
       rss=$(col "$H" "$p" lazyclusterctl 7)
@@ -461,10 +474,12 @@ TARGETS=$(
       fi
       a=$(col "$FIRST" "$p" lazyclusterctl 5)
       b=$(col "$LAST" "$p" lazyclusterctl 5)
+      lim=$(awk -v a="$FIRST" -v b="$LAST" 'BEGIN { printf "%.2f", 4.5 * b / a / 4 }')
       if [[ $a != - && $b != - ]]; then
         c=$(per "$b" "$a" %.2f)
-        lim=$(awk -v a="$FIRST" -v b="$LAST" 'BEGIN { printf "%.2f", 4.5 * b / a / 4 }')
         printf '| %s hosts within %sx of %s (wall) | %s | %sx | %s |\n' "$LAST" "$lim" "$FIRST" "$p" "$c" "$(verdict "$c" "$lim")"
+      elif [[ $a != - ]] && grep -q "^$LAST	$p	lazyclusterctl	" "$RESULTS"; then
+        printf '| %s hosts within %sx of %s (wall) | %s | %s hosts: no run succeeded | MISS |\n' "$LAST" "$lim" "$FIRST" "$p" "$LAST"
       fi
     done
   fi
@@ -497,6 +512,7 @@ RATIOS=$(
   if [[ -n $RATIOS ]]; then printf '%s\n\n' "$RATIOS"; fi
   printf '%s\n' "$TARGETS"
   if [[ -n $NOTES ]]; then printf '\n%s' "$NOTES"; fi
+  if [[ -n $FAILED_REPORT ]]; then printf '\nFAILED RUNS:\n%s' "$FAILED_REPORT"; fi
   if [[ -n $LEFT_REPORT ]]; then printf '\nLEFT BEHIND:\n%s' "$LEFT_REPORT"; fi
 } | tee "$WORK/report.md"
 if [[ -n $MARKDOWN ]]; then cp "$WORK/report.md" "$MARKDOWN" && cp "$RESULTS" "$MARKDOWN.tsv"; fi
