@@ -57,3 +57,11 @@ set_tests_properties(bench_peercheck PROPERTIES LABELS bench TIMEOUT 600)
 add_test(NAME bench_map
   COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench/map.sh --lc $<TARGET_FILE:lazyclusterctl>)
 set_tests_properties(bench_map PROPERTIES LABELS bench TIMEOUT 3600 RUN_SERIAL TRUE)
+
+# tests/bench/scale.sh (issue 16): 64 and 256 test hosts: exec -- true (against pdsh and an ssh
+# loop), a light start of 4 workers per host with the mesh, a Dask start of 1 worker per host
+# (against SSHCluster at 64); wall, our CPU and RSS per host, the hosts' sshd CPU, PASS/MISS per
+# target. Runs itself in a network namespace of its own; fails when anything is left on a host.
+add_test(NAME bench_scale
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/bench/scale.sh --lc $<TARGET_FILE:lazyclusterctl>)
+set_tests_properties(bench_scale PROPERTIES LABELS bench TIMEOUT 5400 RUN_SERIAL TRUE)

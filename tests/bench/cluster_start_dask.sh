@@ -135,33 +135,10 @@ run_ours() { # [--insecure] -> "SECONDS REGISTERED"
   awk -v a="$t0" -v b="$t1" -v g="$g" 'BEGIN { printf "%.2f %s\n", b - a, g }'
 }
 
-cat >"$tmp/sshcluster.py" <<'EOF'
-import sys, time, logging, warnings
-warnings.simplefilter("ignore")
-logging.disable(logging.WARNING)
-import distributed, asyncssh  # noqa: F401 (imported before the clock starts)
-from distributed.deploy.ssh import SSHCluster
-d, n = sys.argv[1], int(sys.argv[2])
-addrs = [line.split()[1] for line in open(d + "/hosts.txt")][:n]
-opts = {"known_hosts": d + "/known_hosts", "client_keys": [d + "/id_ed25519"],
-        "username": "root", "agent_path": None}
-t0, w0 = time.monotonic(), time.time()
-cluster = SSHCluster([addrs[0]] + addrs, connect_options=opts,
-                     scheduler_options={"host": addrs[0], "port": 0, "dashboard": False},
-                     worker_options={"nthreads": 1, "memory_limit": 0, "dashboard": False})
-client = distributed.Client(cluster)
-client.wait_for_workers(n)
-t1 = time.monotonic()
-ts = sorted(t for t, m in client.get_events("all")
-            if isinstance(m, dict) and m.get("action") == "add-worker")
-print("%.2f %s" % (t1 - t0, "%.2f" % (ts[n - 1] - w0) if len(ts) >= n else "-"), flush=True)
-client.close()
-cluster.close()
-EOF
 run_insecure() { run_ours --insecure; }
 
 run_sshcluster() {
-  timeout 300 "$py" -W ignore "$tmp/sshcluster.py" "$dir" "$n" 2>"$tmp/ssh.err" ||
+  timeout 300 "$py" -W ignore "$here/sshcluster.py" "$dir" "$n" 2>"$tmp/ssh.err" ||
     { echo "sshcluster failed:" >&2; tail -20 "$tmp/ssh.err" >&2; return 1; }
 }
 
