@@ -6,6 +6,7 @@
 #include "peer.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,8 +50,20 @@ static void on_wake(uv_async_t *h) {
     uv_close((uv_handle_t *)&e->wake, NULL);
 }
 
+/*
+ * The loop writes into sockets and pipes whose peer may be gone (a forwarded client that reset,
+ * a local child that closed its stdin); libuv writes with write(), which raises SIGPIPE in the
+ * writing thread. A program that embeds us and never ignored SIGPIPE would die of it (status
+ * 141), so this thread blocks it: the write then fails with EPIPE alone. The SIGPIPE stays pending
+ * on this thread, which never unblocks it, and goes with the thread; the caller's threads and
+ * their masks are untouched, and libuv gives each child it spawns an empty mask.
+ */
 static void engine_main(void *arg) {
   lc_engine *e = arg;
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
   uv_run(&e->loop, UV_RUN_DEFAULT);
 }
 

@@ -1,0 +1,475 @@
+/*
+ * test_embed.c - the library inside a program that did not prepare for it: SIGPIPE left at its
+ * default (clients of our forwards that reset their connections must not kill us, through -L and
+ * -R forwards of an SSH host and a forward of the local runtime), lc_engine_free with a runtime,
+ * a process and a forward still open (it returns, and nothing is left on the host), and
+ * lc_engine_free with nothing open.
+ *
+ * The services on the hosts are small python3 scripts written into the runtime's working
+ * directory. SIGPIPE is deliberately NOT ignored in this program: a SIGPIPE ends the test with
+ * status 141, which ctest reports as a failure.
+ */
+#include "lc_test.h"
+#include "testenv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+
+static lc_engine *engine;
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- a process on a host and its output --------------------------------------------------- */
+
+typedef struct svc {
+  lc_process *proc;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  char text[8192];
+  size_t len;
+} svc;
+
+static void svc_line(const char *line, size_t len, lc_stream stream, void *payload) {
+  svc *s = payload;
+  if (stream == LC_STDERR)
+    fprintf(stderr, "  [service] %.*s\n", (int)len, line);
+  pthread_mutex_lock(&s->mu);
+  if (s->len + len + 2 < sizeof(s->text)) {
+    memcpy(s->text + s->len, line, len);
+    s->len += len;
+    s->text[s->len++] = '\n';
+    s->text[s->len] = '\0';
+  }
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Writes script into the runtime's working directory as NAME and starts "python3 NAME ARGS". */
+static svc *svc_start(lc_runtime *rt, const char *name, const char *script, const char *args) {
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  const char *wd;
+  char path[1024], cmd[2048];
+  svc *s = calloc(1, sizeof(*s));
+  if (s == NULL)
+    return NULL;
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  if (lc_runtime_workdir(&wd, rt) < 0 ||
+      (snprintf(path, sizeof(path), "%s/%s", wd, name),
+       lc_runtime_write_file(rt, path, script, strlen(script), 0600, 30000) < 0)) {
+    fprintf(stderr, "  %s: cannot write %s: %s\n", lc_runtime_name(rt), name, lc_error_last());
+    free(s);
+    return NULL;
+  }
+  snprintf(cmd, sizeof(cmd), "exec python3 '%s' %s", path, args);
+  eo.on_line = svc_line;
+  eo.payload = s;
+  if (lc_runtime_spawn(&s->proc, rt, cmd, &eo) < 0) {
+    fprintf(stderr, "  %s: spawn: %s\n", lc_runtime_name(rt), lc_error_last());
+    free(s);
+    return NULL;
+  }
+  return s;
+}
+
+/* Waits until the service printed a line containing what; 0 or -1. */
+static int svc_wait(svc *s, const char *what, int ms) {
+  uint64_t end = now_ms() + (uint64_t)ms;
+  int r = -1;
+  pthread_mutex_lock(&s->mu);
+  while (strstr(s->text, what) == NULL && now_ms() < end) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+  }
+  if (strstr(s->text, what) != NULL)
+    r = 0;
+  else
+    fprintf(stderr, "  no \"%s\" from the service; it wrote: %s\n", what, s->text);
+  pthread_mutex_unlock(&s->mu);
+  return r;
+}
+
+static void svc_free(svc *s) {
+  if (s == NULL)
+    return;
+  lc_process_free(s->proc);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->cv);
+  free(s);
+}
+
+/* A server on the host's loopback that writes to each client until the client goes. */
+static const char flood_py[] = "import socket, sys\n"
+                               "s = socket.socket()\n"
+                               "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+                               "s.bind(('127.0.0.1', int(sys.argv[1])))\n"
+                               "s.listen(128)\n"
+                               "print('listening', flush=True)\n"
+                               "data = b'x' * 65536\n"
+                               "while True:\n"
+                               "    c, _ = s.accept()\n"
+                               "    try:\n"
+                               "        while True:\n"
+                               "            c.sendall(data)\n"
+                               "    except OSError:\n"
+                               "        pass\n"
+                               "    c.close()\n";
+
+/* A client on the host that connects N times to 127.0.0.1:PORT and writes until the peer goes. */
+static const char pusher_py[] = "import socket, sys\n"
+                                "port, n = int(sys.argv[1]), int(sys.argv[2])\n"
+                                "data = b'y' * 65536\n"
+                                "for i in range(n):\n"
+                                "    c = socket.create_connection(('127.0.0.1', port))\n"
+                                "    try:\n"
+                                "        while True:\n"
+                                "            c.sendall(data)\n"
+                                "    except OSError:\n"
+                                "        pass\n"
+                                "    c.close()\n"
+                                "print('pushed', n, flush=True)\n";
+
+/* ---- this machine's end ---------------------------------------------------------------------- */
+
+static int connect_here(int port) {
+  struct sockaddr_in sa = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct timeval tv = {.tv_sec = 20};
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Ends fd the rude way: a reset (SO_LINGER 0), or a close with unread data (also a reset). */
+static void rude_close(int fd, int linger0) {
+  if (linger0) {
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+  }
+  close(fd);
+}
+
+/* Reads at least n bytes from fd; returns how many came (less: EOF, error or timeout). */
+static size_t read_some(int fd, size_t n) {
+  char buf[65536];
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = recv(fd, buf, sizeof(buf), 0);
+    if (k <= 0)
+      break;
+    got += (size_t)k;
+  }
+  return got;
+}
+
+/* rounds connections to port: each reads a little of the flood and then resets. */
+static int reset_clients(int port, int rounds) {
+  int ok = 0;
+  for (int i = 0; i < rounds; i++) {
+    int fd = connect_here(port);
+    if (fd < 0)
+      continue;
+    if (read_some(fd, 1 + (size_t)(i % 4) * 40000) > 0)
+      ok++;
+    rude_close(fd, i % 2);
+    usleep(20 * 1000);
+  }
+  return ok;
+}
+
+/* A listener here; port gets its port. */
+static int listen_here(int *port) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(sa);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0 ||
+      getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+    if (fd >= 0)
+      close(fd);
+    return -1;
+  }
+  *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+/* A service here: each accepted connection is read a little (or written to) and then reset. */
+typedef struct here_svc {
+  int fd;
+  int flood; /* write to each client until it goes, instead of reading and resetting */
+  int served;
+  pthread_t thread;
+} here_svc;
+
+static void *here_main(void *arg) {
+  here_svc *h = arg;
+  for (;;) {
+    int c = accept4(h->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0)
+      break;
+    if (h->flood) {
+      static const char data[65536];
+      while (send(c, data, sizeof(data), MSG_NOSIGNAL) > 0)
+        ;
+      close(c);
+    } else {
+      read_some(c, 1 + (size_t)(h->served % 3) * 100000);
+      rude_close(c, h->served % 2);
+    }
+    h->served++;
+  }
+  return NULL;
+}
+
+static int here_start(here_svc *h, int flood, int *port) {
+  memset(h, 0, sizeof(*h));
+  h->flood = flood;
+  if ((h->fd = listen_here(port)) < 0)
+    return -1;
+  return pthread_create(&h->thread, NULL, here_main, h) == 0 ? 0 : -1;
+}
+
+static void here_stop(here_svc *h) {
+  shutdown(h->fd, SHUT_RDWR);
+  pthread_join(h->thread, NULL);
+  close(h->fd);
+}
+
+static lc_runtime *open_host(lc_engine *e, const char *alias) {
+  lc_runtime_options o = th_options();
+  lc_runtime *rt = NULL;
+  if (lc_runtime_new_ssh(&rt, e, alias, &o) < 0)
+    fprintf(stderr, "  connect %s: %s\n", alias, lc_error_last());
+  return rt;
+}
+
+/* ---- SIGPIPE -----------------------------------------------------------------------------------
+ */
+
+/* The handler is the default one: a SIGPIPE anywhere in this process ends it. */
+static void require_default_sigpipe(void) {
+  struct sigaction sa;
+  sigaction(SIGPIPE, NULL, &sa);
+  if (sa.sa_handler != SIG_DFL) {
+    fprintf(stderr, "FATAL: SIGPIPE is not at its default action\n");
+    exit(2);
+  }
+}
+
+/* -L: the host floods our client, which resets; the relay writes into the reset socket. */
+static void test_sigpipe_local_forward(void) {
+  lc_runtime *rt = open_host(engine, "lab1");
+  lc_forward *f = NULL;
+  svc *s = NULL;
+  int port = 41000 + getpid() % 1000;
+  char args[64];
+  LC_REQUIRE(rt != NULL);
+  require_default_sigpipe();
+  snprintf(args, sizeof(args), "%d", port);
+  s = svc_start(rt, "flood.py", flood_py, args);
+  LC_CHECK(s != NULL);
+  if (s != NULL && svc_wait(s, "listening", 30000) == 0) {
+    LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", port, NULL));
+    if (f != NULL) {
+      int fd;
+      LC_CHECK(reset_clients(lc_forward_port(f), 40) >= 30);
+      usleep(300 * 1000);
+      /* still alive, and the forward still carries a whole connection */
+      fd = connect_here(lc_forward_port(f));
+      LC_CHECK(fd >= 0 && read_some(fd, 4u << 20) >= (4u << 20));
+      if (fd >= 0)
+        close(fd);
+    }
+  } else {
+    LC_CHECK(0);
+  }
+  lc_forward_free(f);
+  svc_free(s);
+  lc_runtime_free(rt);
+  LC_CHECK(th_count_procs(1, "flood.py") == 0);
+}
+
+/* -R: the host pushes into a service of ours that resets each connection. */
+static void test_sigpipe_remote_forward(void) {
+  lc_runtime *rt = open_host(engine, "lab1");
+  lc_forward *f = NULL;
+  here_svc h;
+  svc *s = NULL;
+  int here_port = 0, rport = 42000 + getpid() % 1000;
+  char args[64];
+  LC_REQUIRE(rt != NULL);
+  require_default_sigpipe();
+  LC_REQUIRE(here_start(&h, 0, &here_port) == 0);
+  LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_REMOTE, rport, "127.0.0.1", here_port, NULL));
+  if (f != NULL) {
+    snprintf(args, sizeof(args), "%d 30", rport);
+    s = svc_start(rt, "pusher.py", pusher_py, args);
+    LC_CHECK(s != NULL && svc_wait(s, "pushed 30", 120000) == 0);
+    LC_CHECK(h.served >= 30);
+  }
+  lc_forward_free(f);
+  svc_free(s);
+  here_stop(&h);
+  lc_runtime_free(rt);
+  LC_CHECK(th_count_procs(1, "pusher.py") == 0);
+}
+
+/* The local runtime's relay: a flood here, through a forward, into clients that reset. */
+static void test_sigpipe_local_runtime(void) {
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  here_svc h;
+  int port = 0;
+  require_default_sigpipe();
+  LC_REQUIRE_OK(lc_runtime_new_local(&rt, engine, NULL));
+  LC_REQUIRE(here_start(&h, 1, &port) == 0);
+  LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", port, NULL));
+  if (f != NULL)
+    LC_CHECK(reset_clients(lc_forward_port(f), 40) >= 30);
+  usleep(300 * 1000);
+  lc_forward_free(f);
+  here_stop(&h);
+  lc_runtime_free(rt);
+}
+
+/* The engine thread's mask does not leak into what it starts: a local child sees no blocked
+ * signals (libuv resets the mask in the child), and the caller's own mask is as it was. */
+static void test_masks(void) {
+  lc_runtime *rt = NULL;
+  sigset_t mine;
+  svc s;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res;
+  memset(&s, 0, sizeof(s));
+  pthread_mutex_init(&s.mu, NULL);
+  pthread_cond_init(&s.cv, NULL);
+  LC_REQUIRE_OK(lc_runtime_new_local(&rt, engine, NULL));
+  eo.on_line = svc_line;
+  eo.payload = &s;
+  LC_CHECK_OK(lc_runtime_exec(&res, rt, "grep SigBlk /proc/self/status", &eo));
+  LC_CHECK_CONTAINS(s.text, "SigBlk:\t0000000000000000");
+  lc_runtime_free(rt);
+  pthread_sigmask(SIG_BLOCK, NULL, &mine);
+  LC_CHECK(!sigismember(&mine, SIGPIPE));
+}
+
+/* ---- lc_engine_free with things still open ------------------------------------------------- */
+
+static volatile int free_returned;
+
+static void *watchdog(void *arg) {
+  int limit_s = *(int *)arg;
+  for (int i = 0; i < limit_s * 10 && !free_returned; i++)
+    usleep(100 * 1000);
+  if (!free_returned) {
+    fprintf(stderr, "  FAIL: lc_engine_free did not return within %d s\n", limit_s);
+    printf("0 passed, 1 failed\n");
+    _exit(1);
+  }
+  return NULL;
+}
+
+static void test_engine_free_with_open_runtime(void) {
+  lc_engine *e = NULL;
+  lc_runtime *rt;
+  lc_process *p = NULL;
+  lc_forward *f = NULL;
+  pthread_t wd;
+  char marker[64], cmd[128];
+  int limit = 120, fd = -1, fport = 0, n = -1;
+  LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+  rt = open_host(e, "lab2");
+  LC_REQUIRE(rt != NULL);
+  snprintf(marker, sizeof(marker), "sleep %d", 700000 + getpid() % 100000);
+  snprintf(cmd, sizeof(cmd), "exec %s", marker);
+  LC_CHECK_OK(lc_runtime_spawn(&p, rt, cmd, NULL));
+  LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 22, NULL));
+  if (f != NULL) {
+    fport = lc_forward_port(f);
+    fd = connect_here(fport); /* a connection open through it: sshd's banner comes back */
+    LC_CHECK(fd >= 0 && read_some(fd, 4) >= 4);
+  }
+  for (int i = 0; i < 100 && th_count_procs(2, marker) < 1; i++)
+    usleep(100 * 1000);
+  LC_CHECK(th_count_procs(2, marker) == 1);
+
+  free_returned = 0;
+  pthread_create(&wd, NULL, watchdog, &limit);
+  lc_engine_free(e); /* rt, p and f were never freed */
+  free_returned = 1;
+  pthread_join(wd, NULL);
+
+  /* the process ended with its channel; the forward's listener and connection are gone */
+  for (int i = 0; i < 300 && (n = th_count_procs(2, marker)) != 0; i++)
+    usleep(100 * 1000);
+  LC_CHECK(n == 0);
+  if (fd >= 0) {
+    char c;
+    LC_CHECK(recv(fd, &c, 1, 0) <= 0);
+    close(fd);
+  }
+  if (fport > 0) {
+    int again = connect_here(fport);
+    LC_CHECK(again < 0);
+    if (again >= 0)
+      close(again);
+  }
+  for (int i = 0; i < 300 && (n = th_count_procs(2, "sshd: root@")) != 0; i++)
+    usleep(100 * 1000);
+  LC_CHECK(n == 0); /* the connection itself */
+}
+
+static void test_engine_free_empty(void) {
+  lc_engine *e = NULL;
+  pthread_t wd;
+  int limit = 30;
+  LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+  free_returned = 0;
+  pthread_create(&wd, NULL, watchdog, &limit);
+  lc_engine_free(e);
+  free_returned = 1;
+  pthread_join(wd, NULL);
+}
+
+int main(int argc, char **argv) {
+  static const lc_test_case tests[] = {
+      LC_TEST(test_masks),
+      LC_TEST(test_sigpipe_local_runtime),
+      LC_TEST(test_sigpipe_local_forward),
+      LC_TEST(test_sigpipe_remote_forward),
+      LC_TEST(test_engine_free_empty),
+      LC_TEST(test_engine_free_with_open_runtime),
+  };
+  int r;
+  th_dir(); /* exits when there are no test hosts */
+  signal(SIGPIPE, SIG_DFL);
+  if (lc_engine_new(&engine, NULL) < 0) {
+    fprintf(stderr, "FATAL: engine: %s\n", lc_error_last());
+    return 2;
+  }
+  r = lc_test_run(tests, sizeof(tests) / sizeof(tests[0]), argc, argv);
+  lc_engine_free(engine);
+  return r;
+}
