@@ -20,6 +20,7 @@ struct lc_engine {
   pthread_cond_t cv;
   lc__call *queue_head, *queue_tail;
   int stopping;
+  lc__owned owned;               /* [lock]: the list head of what callers hold (lc__engine_adopt) */
   lc__peers_state peers;         /* [engine] after lc_engine_new */
   lc_engine_notice_cb on_notice; /* [made] */
   void *notice_payload;          /* [made] */
@@ -46,8 +47,13 @@ static void on_wake(uv_async_t *h) {
     c->fn(c);
     c = next;
   }
-  if (stopping)
+  if (stopping) {
     uv_close((uv_handle_t *)&e->wake, NULL);
+    /* Everything tracked is closed by now. A handle still open belongs to an object the caller
+     * leaked that the engine does not track (a group, a job queue): stop rather than wait on it
+     * forever. */
+    uv_stop(&e->loop);
+  }
 }
 
 /*
@@ -65,6 +71,49 @@ static void engine_main(void *arg) {
   sigaddset(&pipe_only, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
   uv_run(&e->loop, UV_RUN_DEFAULT);
+  uv_run(&e->loop, UV_RUN_NOWAIT); /* the close callbacks of the last turn */
+}
+
+void lc__engine_adopt(lc_engine *e, lc__owned *o, int order, void *obj, void (*release)(void *)) {
+  o->order = order;
+  o->obj = obj;
+  o->release = release;
+  pthread_mutex_lock(&e->mu);
+  o->next = &e->owned;
+  o->prev = e->owned.prev;
+  e->owned.prev->next = o;
+  e->owned.prev = o;
+  o->listed = 1;
+  pthread_mutex_unlock(&e->mu);
+}
+
+void lc__engine_disown(lc_engine *e, lc__owned *o) {
+  pthread_mutex_lock(&e->mu);
+  if (o->listed) {
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    o->next = o->prev = NULL;
+    o->listed = 0;
+  }
+  pthread_mutex_unlock(&e->mu);
+}
+
+/* Takes the first listed object of the given order off the list; NULL when there is none. */
+static lc__owned *take_owned(lc_engine *e, int order) {
+  lc__owned *o;
+  pthread_mutex_lock(&e->mu);
+  for (o = e->owned.next; o != &e->owned && o->order != order; o = o->next)
+    ;
+  if (o == &e->owned) {
+    o = NULL;
+  } else {
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    o->next = o->prev = NULL;
+    o->listed = 0;
+  }
+  pthread_mutex_unlock(&e->mu);
+  return o;
 }
 
 int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
@@ -91,6 +140,7 @@ int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
     e->on_notice = opts->on_notice;
     e->notice_payload = opts->payload;
   }
+  e->owned.next = e->owned.prev = &e->owned;
   pthread_mutex_init(&e->mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -124,6 +174,13 @@ out:
 void lc_engine_free(lc_engine *e) {
   if (e == NULL)
     return;
+  /* What the caller still holds goes first, as the caller would have freed it: processes end
+   * (their lifelines end their groups on the hosts), forwards stop, runtimes disconnect. */
+  for (int order = 0; order < LC__OWNED_KINDS; order++) {
+    lc__owned *o;
+    while ((o = take_owned(e, order)) != NULL)
+      o->release(o->obj);
+  }
   pthread_mutex_lock(&e->mu);
   e->stopping = 1;
   pthread_mutex_unlock(&e->mu);

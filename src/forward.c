@@ -182,6 +182,7 @@ static void stop_fn(lc__call *c) {
 }
 
 static void forward_release(lc_forward *f) {
+  lc__engine_disown(f->engine, &f->owned);
   free(f->bind);
   free(f->target);
   free(f);
@@ -287,6 +288,8 @@ static int forward_started(lc_forward *f, int r) {
   return r;
 }
 
+static void release_forward(void *f) { lc_forward_free(f); }
+
 int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
                    const char *target_host, int target_port, const lc_forward_options *opts) {
   lc_forward *f = NULL;
@@ -299,6 +302,7 @@ int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int p
   fc.f = f;
   if ((r = forward_started(f, lc__engine_run(rt->engine, &fc.call, start_fn))) < 0)
     return r;
+  lc__engine_adopt(f->engine, &f->owned, LC__OWNED_FORWARD, f, release_forward);
   *out = f;
   return 0;
 }

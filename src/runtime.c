@@ -90,6 +90,7 @@ unsigned int lc__runtime_umask(const lc_runtime *rt) {
 }
 
 static void runtime_release(lc_runtime *rt) {
+  lc__engine_disown(rt->engine, &rt->owned);
   pthread_mutex_destroy(&rt->workdir_mu);
   free(rt->name);
   free(rt->ssh_config);
@@ -252,6 +253,8 @@ static void runtime_close(lc_runtime *rt) {
   lc__engine_run(rt->engine, &rc.call, close_fn);
 }
 
+static void release_runtime(void *rt) { lc_runtime_free(rt); }
+
 /*
  * A runtime on the backend ops (each backend's constructor passes its own): the settings read
  * (ops->prepare, with via as the ProxyJump when not NULL), then, when connect is set, connected.
@@ -280,6 +283,7 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
     runtime_release(rt);
     return lc__err_raise(&saved);
   }
+  lc__engine_adopt(engine, &rt->owned, LC__OWNED_RUNTIME, rt, release_runtime);
   *out = rt;
   return 0;
 }
@@ -801,9 +805,14 @@ static int proc_start(lc_process *p) {
   return r;
 }
 
+static void release_process(void *p) { lc_process_free(p); }
+
 int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
                      const lc_exec_options *opts) {
-  return lc__runtime_spawn_setup(out, rt, command, opts, NULL);
+  int r = lc__runtime_spawn_setup(out, rt, command, opts, NULL);
+  if (r == 0)
+    lc__engine_adopt(rt->engine, &(*out)->owned, LC__OWNED_PROCESS, *out, release_process);
+  return r;
 }
 
 int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *command,
@@ -900,6 +909,7 @@ void lc_process_free(lc_process *p) {
   proc_call pc = {.p = p};
   if (p == NULL)
     return;
+  lc__engine_disown(p->engine, &p->owned);
   lc__engine_run(p->engine, &pc.call, free_fn);
 }
 

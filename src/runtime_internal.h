@@ -37,6 +37,7 @@ typedef struct lc__lines {
  * its own state in `backend` and reports through lc__proc_data/_exit/_closed.
  */
 struct lc_process {
+  lc__owned owned;         /* in the engine's list while its owner holds it (lc_runtime_spawn) */
   lc_runtime *rt;          /* [made] then [engine]: NULL once the runtime let go of it */
   lc_engine *engine;       /* [made] */
   char *host;              /* [made]: the runtime's name, kept for messages after it let go */
@@ -106,6 +107,7 @@ typedef enum lc__xfer_kind { LC__XFER_SEND = 1, LC__XFER_GET, LC__XFER_WRITE } l
  * listeners itself.
  */
 struct lc_forward {
+  lc__owned owned;         /* in the engine's list until lc_forward_free */
   lc_runtime *rt;          /* [made] then [engine]: NULL once the runtime closed */
   lc_engine *engine;       /* [made] */
   lc_forward *next, *prev; /* [engine]: the runtime's forwards */
@@ -167,6 +169,7 @@ struct lc__backend_ops {
 };
 
 struct lc_runtime {
+  lc__owned owned;            /* in the engine's list until freed (not a ProxyJump hop) */
   lc_engine *engine;          /* [made] */
   const lc__backend_ops *ops; /* [made]: the backend's constructor chose it */
   void *backend;              /* [made] (ops->prepare) then [engine] */

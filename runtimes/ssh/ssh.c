@@ -1562,6 +1562,7 @@ static int ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__er
       r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, lc_error_last());
       goto out;
     }
+    lc__engine_disown(rt->engine, &rt->jump->owned); /* this runtime frees its hop */
     snprintf(c->where, sizeof(c->where), "%s (%s:%d via %s)", host, c->host.hostname, c->host.port,
              rt->jump->name);
   }
