@@ -130,6 +130,11 @@ struct lc_forward {
   lc__call *call; /* [engine]: the start waiting for the first "up" */
   /* [engine]: backoff of a remote listen that failed after a reconnect */
   unsigned long retry_ms;
+  /* [made]: the cap on connections at once; [engine]: how many are carried (from the accept
+   * until the relay ends), and whether this overflow was told */
+  int max_conns;
+  int conns;
+  int cap_told;
   /* [engine]: the backend closed its granted remote listen (the host bound more than loopback):
    * its detail says why, the host's refusal needs no explaining */
   int refused_here;
@@ -280,6 +285,11 @@ void lc__forward_set_up(lc_forward *f, int up, const char *detail);
  * after a reconnect, already DOWN from the lost connection): a DOWN with detail, again if so. */
 void lc__forward_set_refused(lc_forward *f, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
+/* Engine thread: counts one more connection of f and says 1, or, at f's cap, says 0 (close it)
+ * and tells the first refusal of each overflow through the engine's notices. */
+int lc__forward_conn_take(lc_forward *f);
+/* Engine thread: a connection that lc__forward_conn_take counted has ended. */
+void lc__forward_conn_drop(lc_forward *f);
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
 
 /* forward.c: forwards kept together (a group's tunnel mesh, a cluster's tunnels); the list owns

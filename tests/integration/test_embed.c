@@ -375,6 +375,227 @@ static void test_masks(void) {
   LC_CHECK(!sigismember(&mine, SIGPIPE));
 }
 
+/* ---- the connection cap of a forward -------------------------------------------------------- */
+
+typedef struct notices {
+  pthread_mutex_t mu;
+  char want[64];
+  int count;
+} notices;
+
+static void on_notice(const char *message, void *payload) {
+  notices *n = payload;
+  pthread_mutex_lock(&n->mu);
+  if (strstr(message, n->want) != NULL && strstr(message, "max_connections") != NULL) {
+    n->count++;
+    fprintf(stderr, "  notice: %s\n", message);
+  }
+  pthread_mutex_unlock(&n->mu);
+}
+
+/* Whether fd was closed by the other end (EOF or reset) within ms, with no byte first. */
+static int closed_soon(int fd, int ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  char c;
+  if (poll(&p, 1, ms) != 1)
+    return 0;
+  return recv(fd, &c, 1, MSG_DONTWAIT) <= 0;
+}
+
+/* -L with a cap of 16: 16 connections get the flood, 16 more are closed at once, with one notice
+ * naming the port; the 16 carry on, and once some end, new ones are taken again. */
+static void test_cap_local_forward(void) {
+  enum { CAP = 16, EXTRA = 16 };
+  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
+  lc_forward_options fo = LC_FORWARD_OPTIONS_INIT;
+  notices n = {.mu = PTHREAD_MUTEX_INITIALIZER};
+  lc_engine *e = NULL;
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  svc *s = NULL;
+  int fds[CAP + EXTRA], port = 43000 + getpid() % 1000, got = 0, refused = 0;
+  char args[64];
+  eo.on_notice = on_notice;
+  eo.payload = &n;
+  LC_REQUIRE_OK(lc_engine_new(&e, &eo));
+  rt = open_host(e, "lab3");
+  LC_CHECK(rt != NULL);
+  snprintf(args, sizeof(args), "%d", port);
+  if (rt != NULL && (s = svc_start(rt, "flood.py", flood_py, args)) != NULL &&
+      svc_wait(s, "listening", 30000) == 0) {
+    fo.max_connections = CAP;
+    LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", port, &fo));
+  }
+  if (f != NULL) {
+    snprintf(n.want, sizeof(n.want), "port %d ", lc_forward_port(f));
+    /* the flood server serves one client at a time: the first one gets data, the others wait
+     * in its backlog, open and silent, which is what "carried" needs */
+    for (int i = 0; i < CAP; i++)
+      fds[i] = connect_here(lc_forward_port(f));
+    LC_CHECK(fds[0] >= 0 && read_some(fds[0], 1u << 20) >= (1u << 20));
+    for (int i = 1; i < CAP; i++)
+      LC_CHECK(fds[i] >= 0 && !closed_soon(fds[i], 50));
+    for (int i = CAP; i < CAP + EXTRA; i++) {
+      fds[i] = connect_here(lc_forward_port(f));
+      refused += fds[i] < 0 || closed_soon(fds[i], 10000);
+    }
+    LC_CHECK(refused == EXTRA);
+    /* the carried ones are still open, the first still flowing */
+    for (int i = 1; i < CAP; i++)
+      got += !closed_soon(fds[i], 10);
+    LC_CHECK(got == CAP - 1);
+    LC_CHECK(read_some(fds[0], 1u << 20) >= (1u << 20));
+    pthread_mutex_lock(&n.mu);
+    LC_CHECK(n.count == 1);
+    pthread_mutex_unlock(&n.mu);
+    /* eight end; eight new ones are taken again (the first of them gets the flood) */
+    for (int i = 0; i < 8; i++)
+      close(fds[i]);
+    usleep(500 * 1000);
+    for (int i = 0; i < 8; i++) {
+      fds[i] = connect_here(lc_forward_port(f));
+      LC_CHECK(fds[i] >= 0 && !closed_soon(fds[i], 200));
+    }
+    for (int i = 0; i < CAP + EXTRA; i++)
+      if (fds[i] >= 0)
+        close(fds[i]);
+  }
+  lc_forward_free(f);
+  svc_free(s);
+  lc_runtime_free(rt);
+  lc_engine_free(e);
+  LC_CHECK(th_count_procs(3, "flood.py") == 0);
+}
+
+/* A service here that says "hi" to each connection and keeps it open until stopped. */
+typedef struct hi_svc {
+  int fd, n;
+  int conns[256];
+  pthread_t thread;
+} hi_svc;
+
+static void *hi_main(void *arg) {
+  hi_svc *h = arg;
+  for (;;) {
+    int c = accept4(h->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0)
+      break;
+    (void)send(c, "hi\n", 3, MSG_NOSIGNAL);
+    if (h->n < 256)
+      h->conns[h->n++] = c;
+    else
+      close(c);
+  }
+  return NULL;
+}
+
+/* The host opens six connections at once to its side of a -R forward whose cap is 4. */
+static const char six_py[] = "import socket, sys\n"
+                             "port, n = int(sys.argv[1]), int(sys.argv[2])\n"
+                             "ok = closed = 0\n"
+                             "cs = []\n"
+                             "for i in range(n):\n"
+                             "    c = socket.create_connection(('127.0.0.1', port))\n"
+                             "    c.settimeout(20)\n"
+                             "    try:\n"
+                             "        d = c.recv(3)\n"
+                             "    except OSError:\n"
+                             "        d = b''\n"
+                             "    if d == b'hi\\n':\n"
+                             "        ok += 1\n"
+                             "    else:\n"
+                             "        closed += 1\n"
+                             "    cs.append(c)\n"
+                             "print('ok', ok, 'closed', closed, flush=True)\n";
+
+static void test_cap_remote_forward(void) {
+  lc_forward_options fo = LC_FORWARD_OPTIONS_INIT;
+  lc_runtime *rt = open_host(engine, "lab3");
+  lc_forward *f = NULL;
+  hi_svc h = {0};
+  svc *s = NULL;
+  int here_port = 0, rport = 44000 + getpid() % 1000;
+  char args[64];
+  LC_REQUIRE(rt != NULL);
+  LC_REQUIRE((h.fd = listen_here(&here_port)) >= 0);
+  pthread_create(&h.thread, NULL, hi_main, &h);
+  fo.max_connections = 4;
+  LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_REMOTE, rport, "127.0.0.1", here_port, &fo));
+  if (f != NULL) {
+    snprintf(args, sizeof(args), "%d 6", rport);
+    s = svc_start(rt, "six.py", six_py, args);
+    LC_CHECK(s != NULL && svc_wait(s, "ok 4 closed 2", 60000) == 0);
+  }
+  lc_forward_free(f);
+  svc_free(s);
+  shutdown(h.fd, SHUT_RDWR);
+  pthread_join(h.thread, NULL);
+  close(h.fd);
+  LC_CHECK(h.n == 4);
+  for (int i = 0; i < h.n; i++)
+    close(h.conns[i]);
+  lc_runtime_free(rt);
+}
+
+/* The local runtime's relay under a cap of 4: the fifth is closed; when two end, two new ones
+ * are carried. */
+static void test_cap_local_runtime(void) {
+  lc_forward_options fo = LC_FORWARD_OPTIONS_INIT;
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  hi_svc h = {0};
+  int port = 0, fds[5];
+  char buf[3];
+  LC_REQUIRE_OK(lc_runtime_new_local(&rt, engine, NULL));
+  LC_REQUIRE((h.fd = listen_here(&port)) >= 0);
+  pthread_create(&h.thread, NULL, hi_main, &h);
+  fo.max_connections = 4;
+  LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", port, &fo));
+  for (int round = 0; f != NULL && round < 2; round++) {
+    for (int i = 0; i < (round ? 2 : 4); i++) {
+      fds[i] = connect_here(lc_forward_port(f));
+      LC_CHECK(fds[i] >= 0 && recv(fds[i], buf, 3, MSG_WAITALL) == 3);
+    }
+    fds[4] = connect_here(lc_forward_port(f));
+    LC_CHECK(fds[4] < 0 || closed_soon(fds[4], 10000));
+    if (fds[4] >= 0)
+      close(fds[4]);
+    /* both ends of two go: a half-closed connection is still carried (and counted) */
+    close(fds[0]);
+    close(fds[1]);
+    usleep(200 * 1000);
+    for (int i = 0; i < 2; i++) {
+      close(h.conns[round * 2 + i]);
+      h.conns[round * 2 + i] = -1;
+    }
+    usleep(300 * 1000);
+  }
+  for (int i = 2; i < 4; i++)
+    close(fds[i]);
+  lc_forward_free(f);
+  shutdown(h.fd, SHUT_RDWR);
+  pthread_join(h.thread, NULL);
+  close(h.fd);
+  LC_CHECK(h.n == 6);
+  for (int i = 0; i < h.n; i++)
+    if (h.conns[i] >= 0)
+      close(h.conns[i]);
+  lc_runtime_free(rt);
+}
+
+/* A bad cap is refused with a message. */
+static void test_cap_bad(void) {
+  lc_forward_options fo = LC_FORWARD_OPTIONS_INIT;
+  lc_runtime *rt = NULL;
+  lc_forward *f = NULL;
+  LC_REQUIRE_OK(lc_runtime_new_local(&rt, engine, NULL));
+  fo.max_connections = -1;
+  LC_CHECK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 9, &fo) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "max_connections -1");
+  lc_forward_free(f);
+  lc_runtime_free(rt);
+}
+
 /* ---- lc_engine_free with things still open ------------------------------------------------- */
 
 static volatile int free_returned;
@@ -459,6 +680,10 @@ int main(int argc, char **argv) {
       LC_TEST(test_sigpipe_local_runtime),
       LC_TEST(test_sigpipe_local_forward),
       LC_TEST(test_sigpipe_remote_forward),
+      LC_TEST(test_cap_bad),
+      LC_TEST(test_cap_local_runtime),
+      LC_TEST(test_cap_local_forward),
+      LC_TEST(test_cap_remote_forward),
       LC_TEST(test_engine_free_empty),
       LC_TEST(test_engine_free_with_open_runtime),
   };
