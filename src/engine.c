@@ -8,8 +8,17 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+typedef struct shared_obj shared_obj;
+struct shared_obj {
+  shared_obj *next;
+  char *key;
+  void *obj;
+  int refs;
+};
 
 struct lc_engine {
   uv_loop_t loop;
@@ -21,6 +30,7 @@ struct lc_engine {
   lc__call *queue_head, *queue_tail;
   int stopping;
   lc__owned owned;               /* [lock]: the list head of what callers hold (lc__engine_adopt) */
+  shared_obj *shared;            /* [lock]: lc__engine_share_* */
   lc__peers_state peers;         /* [engine] after lc_engine_new */
   lc_engine_notice_cb on_notice; /* [made] */
   void *notice_payload;          /* [made] */
@@ -96,6 +106,67 @@ void lc__engine_disown(lc_engine *e, lc__owned *o) {
     o->listed = 0;
   }
   pthread_mutex_unlock(&e->mu);
+}
+
+void *lc__engine_share_find(lc_engine *e, const char *key) {
+  void *obj = NULL;
+  pthread_mutex_lock(&e->mu);
+  for (shared_obj *s = e->shared; s != NULL && obj == NULL; s = s->next)
+    if (strcmp(s->key, key) == 0) {
+      s->refs++;
+      obj = s->obj;
+    }
+  pthread_mutex_unlock(&e->mu);
+  return obj;
+}
+
+void *lc__engine_share_add(lc_engine *e, const char *key, void *obj) {
+  shared_obj *s = lc__calloc(1, sizeof(*s));
+  void *there = NULL;
+  if (s == NULL || (s->key = lc__strdup(key)) == NULL) {
+    free(s);
+    return NULL;
+  }
+  pthread_mutex_lock(&e->mu);
+  for (shared_obj *o = e->shared; o != NULL && there == NULL; o = o->next)
+    if (strcmp(o->key, key) == 0) {
+      o->refs++;
+      there = o->obj;
+    }
+  if (there == NULL) {
+    s->obj = obj;
+    s->refs = 1;
+    s->next = e->shared;
+    e->shared = s;
+    s = NULL;
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (s != NULL) {
+    free(s->key);
+    free(s);
+  }
+  return there != NULL ? there : obj;
+}
+
+int lc__engine_share_drop(lc_engine *e, void *obj) {
+  shared_obj **pp, *gone = NULL;
+  int left = -1;
+  pthread_mutex_lock(&e->mu);
+  for (pp = &e->shared; *pp != NULL && (*pp)->obj != obj; pp = &(*pp)->next)
+    ;
+  if (*pp != NULL) {
+    left = --(*pp)->refs;
+    if (left == 0) {
+      gone = *pp;
+      *pp = gone->next;
+    }
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (gone != NULL) {
+    free(gone->key);
+    free(gone);
+  }
+  return left;
 }
 
 /* Takes the first listed object of the given order off the list; NULL when there is none. */
@@ -188,6 +259,12 @@ void lc_engine_free(lc_engine *e) {
   uv_thread_join(&e->thread);
   uv_loop_close(&e->loop);
   lc__peer_close(&e->peers.nl);
+  while (e->shared != NULL) { /* none once every runtime is freed */
+    shared_obj *s = e->shared;
+    e->shared = s->next;
+    free(s->key);
+    free(s);
+  }
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->cv);
   free(e);

@@ -56,6 +56,20 @@ void lc__engine_adopt(lc_engine *e, lc__owned *o, int order, void *obj, void (*r
 /* Any thread: takes o off the list (its owner frees it now); a no-op when it is not listed. */
 void lc__engine_disown(lc_engine *e, lc__owned *o);
 
+/*
+ * Objects shared by key among an engine's runtimes (a ProxyJump hop: one connection to a bastion
+ * for every host behind it), reference counted. Any thread but the engine's; under its lock.
+ */
+/* The object under key with one more reference, or NULL when there is none. */
+void *lc__engine_share_find(lc_engine *e, const char *key);
+/* Puts obj under key with one reference and returns it; when another thread put one there first,
+ * that one gets a reference and is returned instead (free yours). NULL: out of memory (obj stays
+ * yours, unshared). */
+void *lc__engine_share_add(lc_engine *e, const char *key, void *obj);
+/* Drops a reference to obj: the references left (0: it left the table, free it), or -1 when obj
+ * is not shared. */
+int lc__engine_share_drop(lc_engine *e, void *obj);
+
 uv_loop_t *lc__engine_loop(lc_engine *e);
 int lc__engine_on_thread(const lc_engine *e);
 

@@ -255,6 +255,11 @@ static void runtime_close(lc_runtime *rt) {
 
 static void release_runtime(void *rt) { lc_runtime_free(rt); }
 
+void lc__runtime_jump_drop(lc_runtime *jump) {
+  if (jump != NULL && lc__engine_share_drop(jump->engine, jump) <= 0)
+    lc_runtime_free(jump);
+}
+
 /*
  * A runtime on the backend ops (each backend's constructor passes its own): the settings read
  * (ops->prepare, with via as the ProxyJump when not NULL), then, when connect is set, connected.
@@ -271,7 +276,7 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
     return r;
   if (ops->prepare != NULL && (r = ops->prepare(rt, host, via, &err)) < 0) {
     r = lc__err_raise(&err);
-    lc_runtime_free(rt->jump);
+    lc__runtime_jump_drop(rt->jump);
     runtime_release(rt);
     return r;
   }
@@ -279,7 +284,7 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
     lc__err saved = {.code = r};
     snprintf(saved.msg, sizeof(saved.msg), "%s", lc_error_last());
     runtime_close(rt);
-    lc_runtime_free(rt->jump);
+    lc__runtime_jump_drop(rt->jump);
     runtime_release(rt);
     return lc__err_raise(&saved);
   }
@@ -300,7 +305,7 @@ void lc__runtime_discard(lc_runtime *rt) {
   lc_process_free(rt->workdir_keeper);
   free(rt->workdir_keeper_arg);
   runtime_close(rt);
-  lc_runtime_free(rt->jump);
+  lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
 }
 
@@ -322,7 +327,7 @@ void lc_runtime_free(lc_runtime *rt) {
   lc__process_free_awaited(rt->workdir_keeper); /* it removes the directory; gone when it ends */
   free(rt->workdir_keeper_arg);
   runtime_close(rt);
-  lc_runtime_free(rt->jump);
+  lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
 }
 
@@ -1278,8 +1283,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
       lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
       lc__buf_puts(&cmd, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n") < 0 ||
       (!rt->opts.keep_workdir &&
-       (lc__buf_puts(&cmd, LC__KEEPER_SH) < 0 ||
-        lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
+       (lc__buf_puts(&cmd, LC__KEEPER_SH) < 0 || lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
         lc__buf_shell_quote(&cleanup, rt->workdir) < 0))) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;

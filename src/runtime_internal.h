@@ -198,7 +198,8 @@ struct lc_runtime {
   uint64_t workdir_deadline; /* [wdmu] */
   pthread_mutex_t workdir_mu;
   lc__call *call; /* [engine]: the call waiting for connect or close */
-  /* [made]: the host this one is reached through (ProxyJump); owned */
+  /* [made]: the host this one is reached through (ProxyJump); one reference to it, shared with
+   * every runtime of the engine behind the same hop (lc__engine_share_*) */
   lc_runtime *jump;
   /* [engine]: live forwards; the backend brings them back after a reconnect */
   lc_forward *forwards;
@@ -374,5 +375,8 @@ int lc__runtime_keeps_connected(const lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
 int lc__signal_from_name(const char *name);
+
+/* Caller's thread: drops rt->jump's reference; the last one frees the hop runtime. NULL is fine. */
+void lc__runtime_jump_drop(lc_runtime *jump);
 
 #endif /* LC_RUNTIME_INTERNAL_H */
