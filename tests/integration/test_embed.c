@@ -598,18 +598,21 @@ static void test_cap_bad(void) {
 
 /* ---- a gigabyte of output ------------------------------------------------------------------- */
 
-/* The bound on our peak resident memory's growth while 1 GB of output goes by: 64 MiB, or 160 MiB
- * under AddressSanitizer, whose quarantine keeps freed blocks resident. */
+/*
+ * The bound on our peak resident memory's growth while 1 GB of output goes by: 64 MiB. Not checked
+ * under AddressSanitizer: its allocator keeps what was allocated and freed resident (the peak
+ * grew by 350-480 MB there, also with a 16 MiB quarantine), while the normal build grows by
+ * 0.2 MB, also with an on_line that sleeps 1 ms every 1000 lines (13 s instead of 3 s: the host
+ * is held back, nothing piles up here).
+ */
 #if defined(__SANITIZE_ADDRESS__)
-#define PEAK_SLACK_KB (160L * 1024)
+#define EMBED_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define PEAK_SLACK_KB (160L * 1024)
+#define EMBED_ASAN 1
 #endif
 #endif
-#ifndef PEAK_SLACK_KB
 #define PEAK_SLACK_KB (64L * 1024)
-#endif
 
 /* VmHWM or VmRSS of this process in kB. */
 static long status_kb(const char *field) {
@@ -682,7 +685,11 @@ static void test_gigabyte_output(void) {
       LC_CHECK(c.lines == 10000000ull);
       LC_CHECK(c.bytes == 1000000000ull);
     }
+#ifndef EMBED_ASAN
     LC_CHECK(before > 0 && peak > 0 && peak - before < PEAK_SLACK_KB);
+#else
+    fprintf(stderr, "  (AddressSanitizer: the peak is its allocator's, not checked)\n");
+#endif
   }
   lc_runtime_free(rt);
   LC_CHECK(th_count_procs(4, "yes 0123") == 0);
