@@ -6,9 +6,19 @@
 #include "peer.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+typedef struct shared_obj shared_obj;
+struct shared_obj {
+  shared_obj *next;
+  char *key;
+  void *obj;
+  int refs;
+};
 
 struct lc_engine {
   uv_loop_t loop;
@@ -19,6 +29,8 @@ struct lc_engine {
   pthread_cond_t cv;
   lc__call *queue_head, *queue_tail;
   int stopping;
+  lc__owned owned;               /* [lock]: the list head of what callers hold (lc__engine_adopt) */
+  shared_obj *shared;            /* [lock]: lc__engine_share_* */
   lc__peers_state peers;         /* [engine] after lc_engine_new */
   lc_engine_notice_cb on_notice; /* [made] */
   void *notice_payload;          /* [made] */
@@ -45,13 +57,134 @@ static void on_wake(uv_async_t *h) {
     c->fn(c);
     c = next;
   }
-  if (stopping)
+  if (stopping) {
     uv_close((uv_handle_t *)&e->wake, NULL);
+    /* Everything tracked is closed by now. A handle still open belongs to an object the caller
+     * leaked that the engine does not track (a group, a job queue): stop rather than wait on it
+     * forever. */
+    uv_stop(&e->loop);
+  }
 }
 
+/*
+ * The loop writes into sockets and pipes whose peer may be gone (a forwarded client that reset,
+ * a local child that closed its stdin); libuv writes with write(), which raises SIGPIPE in the
+ * writing thread. A program that embeds us and never ignored SIGPIPE would die of it (status
+ * 141), so this thread blocks it: the write then fails with EPIPE alone. The SIGPIPE stays pending
+ * on this thread, which never unblocks it, and goes with the thread; the caller's threads and
+ * their masks are untouched, and libuv gives each child it spawns an empty mask.
+ */
 static void engine_main(void *arg) {
   lc_engine *e = arg;
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, NULL);
   uv_run(&e->loop, UV_RUN_DEFAULT);
+  uv_run(&e->loop, UV_RUN_NOWAIT); /* the close callbacks of the last turn */
+}
+
+void lc__engine_adopt(lc_engine *e, lc__owned *o, int order, void *obj, void (*release)(void *)) {
+  o->order = order;
+  o->obj = obj;
+  o->release = release;
+  pthread_mutex_lock(&e->mu);
+  o->next = &e->owned;
+  o->prev = e->owned.prev;
+  e->owned.prev->next = o;
+  e->owned.prev = o;
+  o->listed = 1;
+  pthread_mutex_unlock(&e->mu);
+}
+
+void lc__engine_disown(lc_engine *e, lc__owned *o) {
+  pthread_mutex_lock(&e->mu);
+  if (o->listed) {
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    o->next = o->prev = NULL;
+    o->listed = 0;
+  }
+  pthread_mutex_unlock(&e->mu);
+}
+
+void *lc__engine_share_find(lc_engine *e, const char *key) {
+  void *obj = NULL;
+  pthread_mutex_lock(&e->mu);
+  for (shared_obj *s = e->shared; s != NULL && obj == NULL; s = s->next)
+    if (strcmp(s->key, key) == 0) {
+      s->refs++;
+      obj = s->obj;
+    }
+  pthread_mutex_unlock(&e->mu);
+  return obj;
+}
+
+void *lc__engine_share_add(lc_engine *e, const char *key, void *obj) {
+  shared_obj *s = lc__calloc(1, sizeof(*s));
+  void *there = NULL;
+  if (s == NULL || (s->key = lc__strdup(key)) == NULL) {
+    free(s);
+    return NULL;
+  }
+  pthread_mutex_lock(&e->mu);
+  for (shared_obj *o = e->shared; o != NULL && there == NULL; o = o->next)
+    if (strcmp(o->key, key) == 0) {
+      o->refs++;
+      there = o->obj;
+    }
+  if (there == NULL) {
+    s->obj = obj;
+    s->refs = 1;
+    s->next = e->shared;
+    e->shared = s;
+    s = NULL;
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (s != NULL) {
+    free(s->key);
+    free(s);
+  }
+  return there != NULL ? there : obj;
+}
+
+int lc__engine_share_drop(lc_engine *e, void *obj) {
+  shared_obj **pp, *gone = NULL;
+  int left = -1;
+  pthread_mutex_lock(&e->mu);
+  for (pp = &e->shared; *pp != NULL && (*pp)->obj != obj; pp = &(*pp)->next)
+    ;
+  if (*pp != NULL) {
+    left = --(*pp)->refs;
+    if (left == 0) {
+      gone = *pp;
+      *pp = gone->next;
+    }
+  }
+  pthread_mutex_unlock(&e->mu);
+  if (gone != NULL) {
+    free(gone->key);
+    free(gone);
+  }
+  return left;
+}
+
+/* Takes the first listed object of the given order off the list; NULL when there is none. */
+static lc__owned *take_owned(lc_engine *e, int order) {
+  lc__owned *o;
+  pthread_mutex_lock(&e->mu);
+  for (o = e->owned.next; o != &e->owned && o->order != order; o = o->next)
+    ;
+  if (o == &e->owned) {
+    o = NULL;
+  } else {
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    o->next = o->prev = NULL;
+    o->listed = 0;
+  }
+  pthread_mutex_unlock(&e->mu);
+  return o;
 }
 
 int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
@@ -78,6 +211,7 @@ int lc_engine_new(lc_engine **out, const lc_engine_options *opts) {
     e->on_notice = opts->on_notice;
     e->notice_payload = opts->payload;
   }
+  e->owned.next = e->owned.prev = &e->owned;
   pthread_mutex_init(&e->mu, NULL);
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -111,6 +245,13 @@ out:
 void lc_engine_free(lc_engine *e) {
   if (e == NULL)
     return;
+  /* What the caller still holds goes first, as the caller would have freed it: processes end
+   * (their lifelines end their groups on the hosts), forwards stop, runtimes disconnect. */
+  for (int order = 0; order < LC__OWNED_KINDS; order++) {
+    lc__owned *o;
+    while ((o = take_owned(e, order)) != NULL)
+      o->release(o->obj);
+  }
   pthread_mutex_lock(&e->mu);
   e->stopping = 1;
   pthread_mutex_unlock(&e->mu);
@@ -118,6 +259,12 @@ void lc_engine_free(lc_engine *e) {
   uv_thread_join(&e->thread);
   uv_loop_close(&e->loop);
   lc__peer_close(&e->peers.nl);
+  while (e->shared != NULL) { /* none once every runtime is freed */
+    shared_obj *s = e->shared;
+    e->shared = s->next;
+    free(s->key);
+    free(s);
+  }
   pthread_mutex_destroy(&e->mu);
   pthread_cond_destroy(&e->cv);
   free(e);

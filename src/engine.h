@@ -35,6 +35,41 @@ int lc__engine_await(lc_engine *e, lc__call *c);
 /* Engine thread: finishes a call (code 0 or an error already in c->err via lc__err_set). */
 void lc__call_done(lc__call *c, int code);
 
+/*
+ * What a caller holds of an engine and may forget to free before lc_engine_free: its runtimes,
+ * the processes it spawned and its forwards. Each embeds one of these; the engine keeps them in a
+ * list under its lock, and lc_engine_free releases what is still listed (processes, then
+ * forwards, then runtimes) with `release`, the object's own public free.
+ */
+typedef struct lc__owned lc__owned;
+struct lc__owned {
+  lc__owned *next, *prev; /* [lock] */
+  int listed;             /* [lock] */
+  int order;              /* [made]: LC__OWNED_*: released in this order */
+  void *obj;              /* [made] */
+  void (*release)(void *obj);
+};
+enum { LC__OWNED_PROCESS = 0, LC__OWNED_FORWARD = 1, LC__OWNED_RUNTIME = 2, LC__OWNED_KINDS = 3 };
+
+/* Any thread but the engine's: lists o (a new object handed to the caller). */
+void lc__engine_adopt(lc_engine *e, lc__owned *o, int order, void *obj, void (*release)(void *));
+/* Any thread: takes o off the list (its owner frees it now); a no-op when it is not listed. */
+void lc__engine_disown(lc_engine *e, lc__owned *o);
+
+/*
+ * Objects shared by key among an engine's runtimes (a ProxyJump hop: one connection to a bastion
+ * for every host behind it), reference counted. Any thread but the engine's; under its lock.
+ */
+/* The object under key with one more reference, or NULL when there is none. */
+void *lc__engine_share_find(lc_engine *e, const char *key);
+/* Puts obj under key with one reference and returns it; when another thread put one there first,
+ * that one gets a reference and is returned instead (free yours). NULL: out of memory (obj stays
+ * yours, unshared). */
+void *lc__engine_share_add(lc_engine *e, const char *key, void *obj);
+/* Drops a reference to obj: the references left (0: it left the table, free it), or -1 when obj
+ * is not shared. */
+int lc__engine_share_drop(lc_engine *e, void *obj);
+
 uv_loop_t *lc__engine_loop(lc_engine *e);
 int lc__engine_on_thread(const lc_engine *e);
 

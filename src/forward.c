@@ -60,6 +60,35 @@ void lc__forward_ready(lc_forward *f, const lc__err *err) {
   lc__call_done(c, err ? err->code : 0);
 }
 
+/* ---- the connection cap --------------------------------------------------------------------- */
+
+int lc__forward_conn_take(lc_forward *f) {
+  char msg[512], more[96];
+  if (f->conns < f->max_conns) {
+    f->conns++;
+    /* told again only after the overflow eased: a flood at the cap is one notice, not one per
+     * connection that ends and one that is refused */
+    if (f->cap_told && f->conns <= f->max_conns - f->max_conns / 4)
+      f->cap_told = 0;
+    return 1;
+  }
+  if (!f->cap_told && lc__peer_notice_allowed(f->engine, more, sizeof(more))) {
+    f->cap_told = 1;
+    snprintf(msg, sizeof(msg),
+             "%s: the %s forward of port %d (to %s:%d) carries %d connections, its cap "
+             "(lc_forward_options.max_connections): new ones are closed until some end%s",
+             f->rt != NULL ? f->rt->name : "?", f->kind == LC_FORWARD_LOCAL ? "-L" : "-R", f->port,
+             f->target, f->target_port, f->max_conns, more);
+    lc__engine_notice(f->engine, msg);
+  }
+  return 0;
+}
+
+void lc__forward_conn_drop(lc_forward *f) {
+  if (f->conns > 0)
+    f->conns--;
+}
+
 /* ---- the local listener --------------------------------------------------------------------- */
 
 static void client_closed(uv_handle_t *h) { free(h); }
@@ -83,6 +112,12 @@ static void on_connection(uv_stream_t *server, int status) {
   /* a stranger's connection ends here, before a byte or a channel goes anywhere: a reset, so
    * that it leaves no TIME-WAIT behind on our side either */
   if (!lc__peer_admit(f->engine, f->peers, client, f->bind, f->port)) {
+    if (uv_tcp_close_reset(client, client_closed) < 0)
+      uv_close((uv_handle_t *)client, client_closed);
+    return;
+  }
+  /* past the cap: a reset too, at once (the backend drops the count when the relay ends) */
+  if (!lc__forward_conn_take(f)) {
     if (uv_tcp_close_reset(client, client_closed) < 0)
       uv_close((uv_handle_t *)client, client_closed);
     return;
@@ -182,6 +217,7 @@ static void stop_fn(lc__call *c) {
 }
 
 static void forward_release(lc_forward *f) {
+  lc__engine_disown(f->engine, &f->owned);
   free(f->bind);
   free(f->target);
   free(f);
@@ -246,6 +282,9 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
                                     "this machine connects to it",
                            target_host);
   }
+  if (opts != NULL && opts->version >= 3 && opts->max_connections < 0)
+    return lc__error_set(-EINVAL, "forward: max_connections %d is negative (0: the default, %d)",
+                         opts->max_connections, LC_FORWARD_MAX_CONNECTIONS);
   if (opts != NULL && opts->version >= 2 && (opts->peers < 0 || opts->peers > LC_PEERS_ANY + 1))
     return lc__error_set(-EINVAL, "forward: peers %d: want 0 (the engine's) or an lc_peers + 1",
                          opts->peers);
@@ -272,7 +311,11 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
     f->payload = opts->payload;
     if (opts->version >= 2)
       f->peers = opts->peers - 1;
+    if (opts->version >= 3)
+      f->max_conns = opts->max_connections;
   }
+  if (f->max_conns <= 0)
+    f->max_conns = LC_FORWARD_MAX_CONNECTIONS;
   *out = f;
   return 0;
 }
@@ -287,6 +330,8 @@ static int forward_started(lc_forward *f, int r) {
   return r;
 }
 
+static void release_forward(void *f) { lc_forward_free(f); }
+
 int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int port,
                    const char *target_host, int target_port, const lc_forward_options *opts) {
   lc_forward *f = NULL;
@@ -299,6 +344,7 @@ int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int p
   fc.f = f;
   if ((r = forward_started(f, lc__engine_run(rt->engine, &fc.call, start_fn))) < 0)
     return r;
+  lc__engine_adopt(f->engine, &f->owned, LC__OWNED_FORWARD, f, release_forward);
   *out = f;
   return 0;
 }

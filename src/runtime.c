@@ -89,6 +89,7 @@ unsigned int lc__runtime_umask(const lc_runtime *rt) {
 }
 
 static void runtime_release(lc_runtime *rt) {
+  lc__engine_disown(rt->engine, &rt->owned);
   pthread_mutex_destroy(&rt->workdir_mu);
   free(rt->name);
   free(rt->ssh_config);
@@ -251,6 +252,13 @@ static void runtime_close(lc_runtime *rt) {
   lc__engine_run(rt->engine, &rc.call, close_fn);
 }
 
+static void release_runtime(void *rt) { lc_runtime_free(rt); }
+
+void lc__runtime_jump_drop(lc_runtime *jump) {
+  if (jump != NULL && lc__engine_share_drop(jump->engine, jump) <= 0)
+    lc_runtime_free(jump);
+}
+
 /*
  * The lifeline's heartbeat limit against the connection's keepalive limit K: a blip that the
  * connection survives must not end the host's processes. While the connection survives, the
@@ -293,7 +301,7 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
     return r;
   if (ops->prepare != NULL && (r = ops->prepare(rt, host, via, &err)) < 0) {
     r = lc__err_raise(&err);
-    lc_runtime_free(rt->jump);
+    lc__runtime_jump_drop(rt->jump);
     runtime_release(rt);
     return r;
   }
@@ -302,10 +310,11 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
     lc__err saved = {.code = r};
     snprintf(saved.msg, sizeof(saved.msg), "%s", lc_error_last());
     runtime_close(rt);
-    lc_runtime_free(rt->jump);
+    lc__runtime_jump_drop(rt->jump);
     runtime_release(rt);
     return lc__err_raise(&saved);
   }
+  lc__engine_adopt(engine, &rt->owned, LC__OWNED_RUNTIME, rt, release_runtime);
   *out = rt;
   return 0;
 }
@@ -322,7 +331,7 @@ void lc__runtime_discard(lc_runtime *rt) {
   lc_process_free(rt->workdir_keeper);
   free(rt->workdir_keeper_arg);
   runtime_close(rt);
-  lc_runtime_free(rt->jump);
+  lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
 }
 
@@ -344,7 +353,7 @@ void lc_runtime_free(lc_runtime *rt) {
   lc__process_free_awaited(rt->workdir_keeper); /* it removes the directory; gone when it ends */
   free(rt->workdir_keeper_arg);
   runtime_close(rt);
-  lc_runtime_free(rt->jump);
+  lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
 }
 
@@ -827,9 +836,14 @@ static int proc_start(lc_process *p) {
   return r;
 }
 
+static void release_process(void *p) { lc_process_free(p); }
+
 int lc_runtime_spawn(lc_process **out, lc_runtime *rt, const char *command,
                      const lc_exec_options *opts) {
-  return lc__runtime_spawn_setup(out, rt, command, opts, NULL);
+  int r = lc__runtime_spawn_setup(out, rt, command, opts, NULL);
+  if (r == 0)
+    lc__engine_adopt(rt->engine, &(*out)->owned, LC__OWNED_PROCESS, *out, release_process);
+  return r;
 }
 
 int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *command,
@@ -926,6 +940,7 @@ void lc_process_free(lc_process *p) {
   proc_call pc = {.p = p};
   if (p == NULL)
     return;
+  lc__engine_disown(p->engine, &p->owned);
   lc__engine_run(p->engine, &pc.call, free_fn);
 }
 

@@ -37,6 +37,7 @@ typedef struct lc__lines {
  * its own state in `backend` and reports through lc__proc_data/_exit/_closed.
  */
 struct lc_process {
+  lc__owned owned;         /* in the engine's list while its owner holds it (lc_runtime_spawn) */
   lc_runtime *rt;          /* [made] then [engine]: NULL once the runtime let go of it */
   lc_engine *engine;       /* [made] */
   char *host;              /* [made]: the runtime's name, kept for messages after it let go */
@@ -106,6 +107,7 @@ typedef enum lc__xfer_kind { LC__XFER_SEND = 1, LC__XFER_GET, LC__XFER_WRITE } l
  * listeners itself.
  */
 struct lc_forward {
+  lc__owned owned;         /* in the engine's list until lc_forward_free */
   lc_runtime *rt;          /* [made] then [engine]: NULL once the runtime closed */
   lc_engine *engine;       /* [made] */
   lc_forward *next, *prev; /* [engine]: the runtime's forwards */
@@ -128,6 +130,11 @@ struct lc_forward {
   lc__call *call; /* [engine]: the start waiting for the first "up" */
   /* [engine]: backoff of a remote listen that failed after a reconnect */
   unsigned long retry_ms;
+  /* [made]: the cap on connections at once; [engine]: how many are carried (from the accept
+   * until the relay ends), and whether this overflow was told */
+  int max_conns;
+  int conns;
+  int cap_told;
   /* [engine]: the backend closed its granted remote listen (the host bound more than loopback):
    * its detail says why, the host's refusal needs no explaining */
   int refused_here;
@@ -173,6 +180,7 @@ struct lc__backend_ops {
 };
 
 struct lc_runtime {
+  lc__owned owned;            /* in the engine's list until freed (not a ProxyJump hop) */
   lc_engine *engine;          /* [made] */
   const lc__backend_ops *ops; /* [made]: the backend's constructor chose it */
   void *backend;              /* [made] (ops->prepare) then [engine] */
@@ -196,7 +204,8 @@ struct lc_runtime {
   uint64_t workdir_deadline; /* [wdmu] */
   pthread_mutex_t workdir_mu;
   lc__call *call; /* [engine]: the call waiting for connect or close */
-  /* [made]: the host this one is reached through (ProxyJump); owned */
+  /* [made]: the host this one is reached through (ProxyJump); one reference to it, shared with
+   * every runtime of the engine behind the same hop (lc__engine_share_*) */
   lc_runtime *jump;
   /* [engine]: live forwards; the backend brings them back after a reconnect */
   lc_forward *forwards;
@@ -283,6 +292,11 @@ void lc__forward_set_up(lc_forward *f, int up, const char *detail);
  * after a reconnect, already DOWN from the lost connection): a DOWN with detail, again if so. */
 void lc__forward_set_refused(lc_forward *f, const char *detail);
 /* Resolves a target host for a connection from here: numeric addresses and "localhost". */
+/* Engine thread: counts one more connection of f and says 1, or, at f's cap, says 0 (close it)
+ * and tells the first refusal of each overflow through the engine's notices. */
+int lc__forward_conn_take(lc_forward *f);
+/* Engine thread: a connection that lc__forward_conn_take counted has ended. */
+void lc__forward_conn_drop(lc_forward *f);
 int lc__forward_target_addr(struct sockaddr_storage *out, const char *host, int port);
 
 /* forward.c: forwards kept together (a group's tunnel mesh, a cluster's tunnels); the list owns
@@ -367,5 +381,8 @@ int lc__runtime_keeps_connected(const lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
 int lc__signal_from_name(const char *name);
+
+/* Caller's thread: drops rt->jump's reference; the last one frees the hop runtime. NULL is fine. */
+void lc__runtime_jump_drop(lc_runtime *jump);
 
 #endif /* LC_RUNTIME_INTERNAL_H */

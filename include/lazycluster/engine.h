@@ -2,7 +2,11 @@
  * lazycluster/engine.h - the engine: one libuv loop on one thread that owns every connection.
  *
  * Threads: lc_engine_new and lc_engine_free may be called from any thread except the engine's own.
- * Every runtime belongs to one engine; free the runtimes before the engine.
+ * Every runtime belongs to one engine; free the runtimes before the engine (lc_engine_free frees
+ * those left, see there).
+ *
+ * Signals: the engine thread blocks SIGPIPE in its own mask (a forwarded client that resets makes
+ * a write fail with EPIPE, never kills the program); the caller's threads keep their masks.
  */
 #ifndef LAZYCLUSTER_ENGINE_H
 #define LAZYCLUSTER_ENGINE_H
@@ -60,7 +64,13 @@ LC_EXTERN void lc_engine_options_init(lc_engine_options *opts);
  */
 LC_EXTERN int lc_engine_new(lc_engine **out, const lc_engine_options *opts);
 
-/** Stops the engine thread and frees the engine. All its runtimes must be freed first. NULL is fine. */
+/**
+ * Stops the engine thread and frees the engine. NULL is fine. Runtimes, processes (from
+ * lc_runtime_spawn) and forwards of this engine that were not freed are freed here, as their own
+ * free calls would (processes end, forwards close, connections close): their handles are dangling
+ * afterwards, and using them is the caller's bug. Groups, clusters and job queues built on the
+ * engine are not tracked: free them first.
+ */
 LC_EXTERN void lc_engine_free(lc_engine *engine);
 
 #ifdef __cplusplus

@@ -40,7 +40,10 @@ typedef enum lc_forward_state {
 typedef void (*lc_forward_cb)(lc_forward *fwd, lc_forward_state state, const char *detail,
                               void *payload);
 
-#define LC_FORWARD_OPTIONS_VERSION 2
+#define LC_FORWARD_OPTIONS_VERSION 3
+
+/** Connections one forward carries at once unless its options say otherwise. */
+#define LC_FORWARD_MAX_CONNECTIONS 1024
 
 /** Options of a forward. A zero field means the default. */
 typedef struct lc_forward_options {
@@ -56,6 +59,11 @@ typedef struct lc_forward_options {
   /** Who may connect to its listener when it listens on this machine: lc_peers + 1 (so that 0
    * means the engine's lc_engine_options.peers). */
   int peers;
+  /* version 3 */
+  /** Connections carried at once; 0 means LC_FORWARD_MAX_CONNECTIONS (1024). One more is closed
+   * as soon as it arrives (a reset here, a closed channel for a -R forward), and the first
+   * refusal of each overflow is told through lc_engine_options.on_notice, naming the port. */
+  int max_connections;
 } lc_forward_options;
 
 #define LC_FORWARD_OPTIONS_INIT {.version = LC_FORWARD_OPTIONS_VERSION}

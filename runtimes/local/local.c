@@ -216,6 +216,8 @@ static void on_target_connected(uv_connect_t *req, int status) {
       lc->next->prev = lc->prev;
   }
   if (status < 0 || lc->f == NULL) { /* refused: this connection closes, the forward stays */
+    if (lc->f != NULL)
+      lc__forward_conn_drop(lc->f);
     uv_close((uv_handle_t *)lc->client, (uv_close_cb)free);
     uv_close((uv_handle_t *)req->handle, (uv_close_cb)free);
   } else {
@@ -232,6 +234,7 @@ static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   if (lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
       (up = lc__malloc(sizeof(*up))) == NULL || (lc = lc__calloc(1, sizeof(*lc))) == NULL) {
     free(up);
+    lc__forward_conn_drop(f);
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     return;
   }
@@ -239,6 +242,7 @@ static void local_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   lc->client = client;
   if (uv_tcp_connect(&lc->req, up, (struct sockaddr *)&addr, on_target_connected) < 0) {
     free(lc);
+    lc__forward_conn_drop(f);
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     uv_close((uv_handle_t *)up, (uv_close_cb)free);
     return;

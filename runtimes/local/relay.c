@@ -43,6 +43,7 @@ static void relay_close(lc__stream_relay *r) {
     return;
   r->closing = 1;
   if (r->f != NULL) {
+    lc__forward_conn_drop(r->f);
     if (r->prev)
       r->prev->next = r->next;
     else
@@ -123,6 +124,7 @@ static void relay_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 void lc__local_relay_streams(lc_forward *f, uv_stream_t *a, uv_stream_t *b) {
   lc__stream_relay *r = lc__calloc(1, sizeof(*r));
   if (r == NULL) {
+    lc__forward_conn_drop(f);
     uv_close((uv_handle_t *)a, (uv_close_cb)free);
     uv_close((uv_handle_t *)b, (uv_close_cb)free);
     return;

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define DOPOLL_ROUNDS 64
@@ -51,6 +52,7 @@ static void on_attempt(uv_timer_t *t);
 static void extras_next(lc__ssh_conn *pc);
 static void on_poll(uv_poll_t *h, int status, int events);
 static void conn_begin(lc__ssh_conn *c);
+static void hop_unwait(lc__ssh_conn *c);
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
@@ -494,9 +496,18 @@ static void session_free(lc__ssh_conn *c) {
     c->ev = NULL;
   }
   if (c->s != NULL) {
+    struct stat st;
     ssh_free(c->s);
     c->s = NULL;
-    c->sock = -1; /* libssh closed it */
+    c->sock = -1;
+    /* Seen: after ssh_disconnect and ssh_free the socket given with SSH_OPTIONS_FD is still open
+     * (CLOSE-WAIT, or ESTABLISHED with the host's session alive: a ProxyJump hop stayed logged
+     * in after its last user was freed). Closed here if it is still that socket (same inode: an
+     * fd number reused by another thread would be another file). */
+    if (c->lib_fd >= 0 && fstat(c->lib_fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+        (unsigned long)st.st_ino == c->lib_ino)
+      close(c->lib_fd);
+    c->lib_fd = -1;
   }
   if (c->sock >= 0) {
     close(c->sock);
@@ -508,18 +519,9 @@ static void on_reconnect(uv_timer_t *t) {
   lc__ssh_conn *c = t->data;
   lc_runtime *rt = c->rt;
   if (c->state != C_DEAD || c->close_done != NULL ||
-      (rt->forwards == NULL && !lc__runtime_keeps_connected(rt)))
+      (rt->forwards == NULL && !lc__runtime_keeps_connected(rt) && c->hop_waiters == NULL))
     return;
-  if (rt->jump != NULL) { /* the hop comes back first */
-    lc__ssh_conn *j = rt->jump->backend;
-    if (j == NULL || j->state != C_READY) {
-      if (j != NULL && j->state == C_DEAD)
-        uv_timer_start(&j->reconnect, on_reconnect, 0, 0);
-      lc__ssh_reconnect_later(c);
-      return;
-    }
-  }
-  conn_begin(c);
+  conn_begin(c); /* behind a hop that is down: waits for it, and brings it back (hop_wait) */
 }
 
 /* Schedules the next attempt to bring a lost connection back, backing off up to 30 s. */
@@ -537,6 +539,7 @@ void lc__ssh_reconnect_later(lc__ssh_conn *c) {
  */
 static void conn_lost(lc__ssh_conn *c, const lc__err *err) {
   c->state = C_DEAD;
+  hop_unwait(c);
   if (c->primary == NULL)
     lc__runtime_lost(c->rt, err); /* before the waiters wake: they may ask */
   timer_stop(c);
@@ -1100,7 +1103,12 @@ void lc__ssh_start_session(lc__ssh_conn *c, int fd) {
     lc__ssh_fail(c, -ENOMEM, "%s: out of memory", c->where);
     return;
   }
-  c->sock = -1; /* from here libssh owns fd */
+  c->sock = -1; /* from here the session uses fd; session_free closes it */
+  {
+    struct stat st;
+    c->lib_fd = fstat(fd, &st) == 0 ? fd : -1;
+    c->lib_ino = c->lib_fd >= 0 ? (unsigned long)st.st_ino : 0;
+  }
   ssh_options_set(c->s, SSH_OPTIONS_PROCESS_CONFIG, &zero);
   ssh_options_set(c->s, SSH_OPTIONS_FD, &sfd);
   ssh_options_set(c->s, SSH_OPTIONS_HOST, h->hostname);
@@ -1378,6 +1386,67 @@ static void proxy_start(lc__ssh_conn *c) {
   lc__ssh_start_session(c, sv[0]);
 }
 
+/* ---- ProxyJump hops, shared ---------------------------------------------------------------- */
+
+/* c no longer waits for its hop. */
+static void hop_unwait(lc__ssh_conn *c) {
+  lc__ssh_conn **pp;
+  if (c->hop_wait == NULL)
+    return;
+  for (pp = &c->hop_wait->hop_waiters; *pp != NULL && *pp != c; pp = &(*pp)->next_hop_waiter)
+    ;
+  if (*pp != NULL)
+    *pp = c->next_hop_waiter;
+  c->next_hop_waiter = NULL;
+  c->hop_wait = NULL;
+}
+
+/* The hop's connect ended: each runtime that waited opens its channel through it now (all at
+ * once), or fails naming the hop. */
+static void hop_done(lc_runtime *jrt, const lc__err *err, void *arg) {
+  lc__ssh_conn *j = jrt->backend, *w, *list;
+  (void)arg;
+  if (j == NULL)
+    return;
+  j->hop_connecting = 0;
+  list = j->hop_waiters; /* taken whole: a waiter that fails may start the hop again */
+  j->hop_waiters = NULL;
+  for (lc__ssh_conn *x = list; x != NULL; x = x->next_hop_waiter)
+    x->hop_wait = NULL;
+  while ((w = list) != NULL) {
+    list = w->next_hop_waiter;
+    w->next_hop_waiter = NULL;
+    if (w->state != C_WAIT_JUMP || w->relay != NULL)
+      continue;
+    if (err != NULL)
+      lc__ssh_fail(w, err->code, "%s: through the jump host: %s", w->where, err->msg);
+    else
+      conn_begin(w);
+  }
+}
+
+/* c goes through jrt, which is not up: c waits for it, and the first waiter starts its connect
+ * (the first ever, or again after a loss), so that one connection serves every host behind it. */
+static void hop_wait(lc__ssh_conn *c, lc_runtime *jrt) {
+  lc__ssh_conn *j = jrt->backend;
+  c->hop_wait = j;
+  c->next_hop_waiter = j->hop_waiters;
+  j->hop_waiters = c;
+  if (j->hop_connecting)
+    return;
+  j->hop_connecting = 1;
+  if (!j->timers_inited) { /* never connected */
+    lc__runtime_connect_async(jrt, hop_done, NULL);
+    return;
+  }
+  jrt->on_connected = hop_done;
+  jrt->on_connected_arg = NULL;
+  if (j->state == C_DEAD) {
+    uv_timer_stop(&j->reconnect);
+    conn_begin(j);
+  }
+}
+
 /* Starts (or, after a loss, restarts) connecting: through the jump host, or resolve + TCP. */
 static void conn_begin(lc__ssh_conn *c) {
   lc_runtime *rt = c->rt;
@@ -1392,12 +1461,16 @@ static void conn_begin(lc__ssh_conn *c) {
   uv_timer_start(&c->timer, on_connect_timeout, (uint64_t)rt->opts.connect_timeout_ms, 0);
   if (rt->jump != NULL) {
     lc__ssh_conn *j = rt->jump->backend;
-    if (j == NULL || j->state != C_READY) {
-      lc__ssh_fail(c, LC_ECLOSED, "%s: the jump host %s is not connected", c->where,
-                   rt->jump->name);
+    if (j == NULL) {
+      lc__ssh_fail(c, LC_ECLOSED, "%s: the jump host %s is closed", c->where, rt->jump->name);
       return;
     }
     c->state = C_WAIT_JUMP;
+    if (j->state != C_READY) {
+      c->phase = "connecting to the jump host";
+      hop_wait(c, rt->jump);
+      return;
+    }
     c->phase = "the tunnel through the jump host";
     if (lc__tunnel_jump_open(j, c) < 0)
       lc__ssh_fail(c, -ENOMEM, "%s: cannot open a channel on the jump host", c->where);
@@ -1487,7 +1560,7 @@ static lc__ssh_conn *extra_new(lc__ssh_conn *pc) {
   }
   c->rt = pc->rt;
   c->primary = pc;
-  c->sock = c->poll_fd = c->tcp_poll_fd = -1;
+  c->sock = c->poll_fd = c->tcp_poll_fd = c->lib_fd = -1;
   c->phase = "connecting";
   memcpy(c->where, pc->where, sizeof(c->where));
   /* appended: the oldest connections are filled first */
@@ -1681,6 +1754,7 @@ static void ssh_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) {
 static void conn_close(lc__ssh_conn *c, void (*done)(lc_runtime *rt)) {
   uv_handle_t fake;
   c->close_done = done; /* no reconnect from here on */
+  hop_unwait(c);
   while (c->chans != NULL)
     chan_end(c->chans, NULL);
   if (c->relay != NULL) {
@@ -1716,6 +1790,45 @@ static void conn_close(lc__ssh_conn *c, void (*done)(lc_runtime *rt)) {
   handle_closed(&fake);
 }
 
+/*
+ * rt->jump: the hop called name (reached itself through via, when not NULL), shared with every
+ * runtime of the engine that goes through the same hop: same user, address, port, chain before
+ * it, config file and connection options. It is prepared here, not connected: the first runtime
+ * that connects through it starts its connect, the others wait for that one (hop_wait).
+ */
+static int hop_get(lc_runtime *rt, const char *name, const char *via, lc__err *err) {
+  lc__ssh_host h = {0};
+  lc_runtime *made = NULL, *shared;
+  char *key = NULL;
+  int r;
+  if ((r = lc__sshconfig_resolve(&h, rt->ssh_config, name, err)) < 0)
+    return r;
+  key = lc__sprintf("%s\n%s@%s:%d\n%s\n%d %d %d", rt->ssh_config ? rt->ssh_config : "",
+                    h.user ? h.user : "", h.hostname, h.port, via ? via : "",
+                    (int)rt->opts.hostkey_policy, rt->opts.connect_timeout_ms,
+                    rt->opts.keepalive_timeout_ms);
+  lc__ssh_host_clear(&h);
+  if (key == NULL)
+    return lc__err_set(err, -ENOMEM, "out of memory");
+  if ((rt->jump = lc__engine_share_find(rt->engine, key)) != NULL) {
+    free(key);
+    return 0;
+  }
+  if ((r = lc__runtime_make(&made, &lc__ssh_ops, rt->engine, name, via, &rt->opts, 0)) < 0) {
+    free(key);
+    return lc__err_set(err, r, "%s", lc_error_last());
+  }
+  lc__engine_disown(rt->engine, &made->owned); /* its users free it: lc__runtime_jump_drop */
+  shared = lc__engine_share_add(rt->engine, key, made);
+  free(key);
+  if (shared != NULL && shared != made) { /* another thread made the same hop meanwhile */
+    lc__runtime_jump_drop(made);
+    made = shared;
+  }
+  rt->jump = made; /* shared == NULL: out of memory for the table, so this one is its own */
+  return 0;
+}
+
 /* ops->prepare: reads the host's settings; via, when not NULL, overrides its ProxyJump. */
 static int ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__err *err) {
   lc__ssh_conn *c = NULL;
@@ -1729,6 +1842,7 @@ static int ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__er
   c->sock = -1;
   c->poll_fd = -1;
   c->tcp_poll_fd = -1;
+  c->lib_fd = -1;
   c->phase = "connecting";
   if ((r = lc__sshconfig_resolve(&c->host, rt->ssh_config, host, err)) < 0)
     goto out;
@@ -1764,9 +1878,8 @@ static int ssh_prepare(lc_runtime *rt, const char *host, const char *via, lc__er
     last = strrchr(jump_copy, ',');
     if (last != NULL)
       *last++ = '\0';
-    if ((r = lc__runtime_make(&rt->jump, &lc__ssh_ops, rt->engine, last ? last : jump_copy,
-                              last ? jump_copy : NULL, &rt->opts, 1)) < 0) {
-      r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, lc_error_last());
+    if ((r = hop_get(rt, last ? last : jump_copy, last ? jump_copy : NULL, err)) < 0) {
+      r = lc__err_set(err, r, "%s: through the jump host: %s", c->where, err->msg);
       goto out;
     }
     snprintf(c->where, sizeof(c->where), "%s (%s:%d via %s)", host, c->host.hostname, c->host.port,

@@ -160,6 +160,15 @@ struct lc__ssh_conn {
   int auth_agent_ok; /* an agent is configured and reachable in principle */
   char where[300];   /* "lab3 (198.18.0.13:22)" */
   const char *phase;
+  /* ProxyJump: a hop's connection is shared by every runtime behind it; those that wait for it
+   * to come up are listed on the hop (hop_waiters, linked by next_hop_waiter), each pointing at
+   * the hop it waits for (hop_wait) */
+  lc__ssh_conn *hop_waiters, *next_hop_waiter, *hop_wait;
+  int hop_connecting; /* this hop's connect was started for its waiters and has not ended */
+  /* the socket handed to libssh (SSH_OPTIONS_FD) and its inode: libssh 0.10 does not close a
+   * socket it was given, so session_free closes it when it is still that socket */
+  int lib_fd;
+  unsigned long lib_ino;
 };
 
 /* ssh.c */

@@ -67,6 +67,8 @@ void lc__tunnel_end(lc__ssh_chan *k) {
     return;
   k->ending = 1;
   probe_tell(k, LC_ECLOSED); /* the connection went before the host answered */
+  if (k->fwd != NULL)        /* a forward's connection (counted since its accept) */
+    lc__forward_conn_drop(k->fwd);
   lc__ssh_chan_unlink(k);
   lc__ssh_chan_free(k);
   if (owner != NULL && owner->relay == k) {
@@ -418,6 +420,7 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
   int len = sizeof(peer);
   lc__ssh_chan *k;
   if (c == NULL || c->state != C_READY || (k = relay_new(c, (uv_stream_t *)client)) == NULL) {
+    lc__forward_conn_drop(f);
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     return;
   }
@@ -427,6 +430,7 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client) {
       ssh_channel_free(k->ch);
     free(k->target_host);
     free(k);
+    lc__forward_conn_drop(f);
     uv_close((uv_handle_t *)client, (uv_close_cb)free);
     return;
   }
@@ -868,7 +872,7 @@ void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
     struct sockaddr_storage addr;
     uv_tcp_t *tcp = NULL;
     lc__ssh_chan *k = NULL;
-    int local = from_loopback(origin);
+    int local = from_loopback(origin), taken = 0;
     if (!local)
       refused_origin(c, dport, origin, oport);
     ssh_string_free_char(origin);
@@ -876,7 +880,10 @@ void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
     while (f != NULL && !(f->kind == LC_FORWARD_REMOTE && f->port == dport && f->backend == c))
       f = f->next;
     if (!local || f == NULL || lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
-        (tcp = lc__malloc(sizeof(*tcp))) == NULL || (k = relay_new(c, NULL)) == NULL) {
+        (tcp = lc__malloc(sizeof(*tcp))) == NULL || !(taken = lc__forward_conn_take(f)) ||
+        (k = relay_new(c, NULL)) == NULL) {
+      if (taken) /* past the cap, the channel closes at once: sshd closes the host's client */
+        lc__forward_conn_drop(f);
       free(tcp);
       ssh_channel_close(ch);
       ssh_channel_free(ch);

@@ -45,8 +45,9 @@ int cli_serve(int argc, char **argv) {
     int c = accept(fd, NULL, NULL);
     if (c < 0)
       continue;
-    if (write(c, line, strlen(line)) < 0)
-      perror("write");
+    /* a client that reset first must not end the service with SIGPIPE */
+    if (send(c, line, strlen(line), MSG_NOSIGNAL) < 0)
+      perror("send");
     close(c);
   }
 }

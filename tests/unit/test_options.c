@@ -299,6 +299,20 @@ static void test_forward_options(void) {
   LC_CHECK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 9, &o) == -EINVAL);
   LC_CHECK_CONTAINS(lc_error_last(), "peers 4");
   DROP(f, lc_forward_free);
+  /* a version-2 caller's struct ends at peers: max_connections is not read */
+  o.version = 2;
+  o.peers = 0;
+  LC_REQUIRE((heap = exact(&o, LC__FIELD_END(lc_forward_options, peers))) != NULL);
+  LC_CHECK_OK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 9, heap));
+  LC_CHECK(f != NULL && lc_forward_port(f) > 0);
+  lc_forward_free(f);
+  free(heap);
+  o.version = LC_FORWARD_OPTIONS_VERSION;
+  o.max_connections = -5;
+  f = (lc_forward *)&o;
+  LC_CHECK(lc_forward_new(&f, rt, LC_FORWARD_LOCAL, 0, "127.0.0.1", 9, &o) == -EINVAL);
+  LC_CHECK_CONTAINS(lc_error_last(), "max_connections -5");
+  DROP(f, lc_forward_free);
   lc_runtime_free(rt);
   lc_engine_free(e);
 }
