@@ -6,9 +6,10 @@
  *    API as root, and through `lazyclusterctl start --workers 48` as lcfish (login shell fish);
  *    every worker answers, and nothing is left on the host after the stop;
  *  - a host whose sshd allows 2 session channels per connection (MaxSessions 2): 20 workers
- *    start (the cap learned from the host's refusals); 40 are more than its connections can
- *    carry, and the start fails at once with a message naming the host, the number of processes
- *    and MaxSessions (never "did not listen" after a silent queue), leaving nothing behind.
+ *    start (the cap learned from the host's refusals), eight times on new connections; 40 are more
+ * than its connections can carry, and the start fails at once with a message naming the host, the
+ * number of processes and MaxSessions (never "did not listen" after a silent queue), leaving
+ * nothing behind.
  */
 #include "clusterenv.h"
 #include "collect.h"
@@ -173,9 +174,13 @@ static void test_low_max_sessions(void) {
   st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
   LC_REQUIRE(st == 0);
   snprintf(config, sizeof(config), "%s/ssh_config", dir);
-  g = group_of("lab0", config);
-  LC_CHECK(g != NULL);
-  if (g != NULL) {
+  /* each round a new connection that learns the cap afresh: a refusal that only meant sshd had
+   * not reaped a session closed just before (the cluster-context write's) once taught it 1 */
+  for (int round = 0; round < 8; round++) {
+    g = group_of("lab0", config);
+    LC_CHECK(g != NULL);
+    if (g == NULL)
+      break;
     LC_CHECK_OK(start_workers(g, 20, 62900, &c));
     if (c != NULL && lc_cluster_worker_count(c) == 20) {
       check_answers(c, 20);
@@ -184,6 +189,10 @@ static void test_low_max_sessions(void) {
     cluster_done(c);
     LC_CHECK(count_on(dir, "serve 629") == 0);
     LC_CHECK(listening_of(lc_group_at(g, 0), 62900, 100) == 0);
+    if (round < 7)
+      lc_group_free(g);
+  }
+  if (g != NULL) {
 
     /* 40 long-running processes at 2 a connection: more than the connections a host gets */
     r = start_workers(g, 40, 62900, &c);
