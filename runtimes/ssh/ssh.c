@@ -40,6 +40,9 @@
 #define DOPOLL_ROUNDS 64
 #define READ_CHUNK (256 * 1024)
 #define MAX_SESSIONS 10
+/* how long after we free a session channel sshd may still count it (a generous bound: it reaps
+ * it on its next loop pass) */
+#define SESSION_REAP_MS 1000
 /* Connections to one host, the primary included: 160 session channels at sshd's default
  * MaxSessions, for 8 GPUs x a few helper processes per worker plus listings and transfers. */
 #define MAX_CONNECTIONS 16
@@ -114,6 +117,10 @@ void lc__ssh_chan_free(lc__ssh_chan *k) {
       ssh_remove_channel_callbacks(k->ch, &k->cb);
     if (k->kind == K_EXEC && k->state != CH_QUEUED)
       k->c->sessions--;
+    if (k->kind == K_EXEC && k->state >= CH_EXEC) { /* one sshd granted */
+      lc__ssh_conn *c = k->c;
+      c->freed_at[c->freed_next++ % LC__SSH_FREED_RING] = uv_now(lc__engine_loop(c->rt->engine));
+    }
     if (k->c->s != NULL && ssh_channel_is_open(k->ch))
       ssh_channel_close(k->ch);
     ssh_channel_free(k->ch);
@@ -326,11 +333,29 @@ static void on_retry(uv_timer_t *t) {
   }
 }
 
+/*
+ * The session channels of c that sshd may have held when it refused k's open: those open but k,
+ * and those freed since shortly before k's open was sent. sshd reaps a closed session only after
+ * the loop pass that read our close, so an open sent right after a close (a short command's
+ * end, a listing's, a file write's) can find it still counted; taking that refusal for the
+ * host's MaxSessions would learn a cap one too low (issue 16: MaxSessions 2 learned as 1).
+ */
+static int sessions_held(lc__ssh_conn *c, const lc__ssh_chan *k) {
+  uint64_t since = k->open_sent > SESSION_REAP_MS ? k->open_sent - SESSION_REAP_MS : 0;
+  int n = c->sessions - 1;
+  for (int i = 0; i < LC__SSH_FREED_RING; i++)
+    n += c->freed_at[i] != 0 && c->freed_at[i] >= since;
+  /* sshd reaped them before it read anything sent after its refusal came: the next refusal
+   * counts only what is open then, and the cap comes down to the host's own */
+  memset(c->freed_at, 0, sizeof(c->freed_at));
+  return n;
+}
+
 /* Moves an exec channel along: open, exec, then write, read and notice its end. */
 static void exec_pump(lc__ssh_chan *k) {
   lc__ssh_conn *c = k->c;
   lc__err err = {0};
-  int r;
+  int r, held;
 
   switch (k->state) {
   case CH_QUEUED:
@@ -342,18 +367,19 @@ static void exec_pump(lc__ssh_chan *k) {
       return;
     }
     c->sessions++;
+    k->open_sent = uv_now(lc__engine_loop(c->rt->engine));
     k->state = CH_OPENING;
     /* fall through */
   case CH_OPENING:
     if ((r = ssh_channel_open_session(k->ch)) == SSH_AGAIN)
       return;
-    if (r != SSH_OK && c->sessions > 1) {
-      /* The host is at its MaxSessions, perhaps still reaping a closed channel: queue again
-       * with at most this many at once, and try again shortly. */
+    if (r != SSH_OK && (held = sessions_held(c, k)) > 0) {
+      /* The host is at its MaxSessions: queue again with at most as many at once as it may have
+       * held, and try again shortly. */
       lc__ssh_conn *pc = c->primary != NULL ? c->primary : c;
       lc__ssh_chan_free(k);
       k->state = CH_QUEUED;
-      c->session_cap = c->sessions > pc->peak ? c->sessions : pc->peak;
+      c->session_cap = held > pc->peak ? held : pc->peak;
       if (c->session_cap < 1)
         c->session_cap = 1;
       /* the same sshd: the primary's cap is what new connections start with */

@@ -28,6 +28,8 @@ enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, 
 enum chan_state { CH_QUEUED, CH_OPENING, CH_CONNECTING, CH_EXEC, CH_RUNNING, CH_CLOSING };
 enum chan_kind { K_EXEC, K_RELAY };
 
+#define LC__SSH_FREED_RING 16
+
 struct lc__ssh_chan {
   lc__ssh_conn *c;
   lc__ssh_chan *next, *prev;
@@ -38,7 +40,8 @@ struct lc__ssh_chan {
   int remote_closed;
 
   /* K_EXEC */
-  lc_process *p; /* NULL once detached */
+  lc_process *p;      /* NULL once detached */
+  uint64_t open_sent; /* uv_now when the session open was sent (a refusal's age, ssh.c) */
 
   /* K_RELAY: a channel relayed to a local stream */
   lc__ssh_conn *owner; /* ProxyJump: the connection that rides on this relay */
@@ -139,6 +142,11 @@ struct lc__ssh_conn {
   /* the primary's: the most session channels any connection to the host had open at once, a
    * floor for a cap learned from a refusal (sshd may still count a channel closed just now) */
   int peak;
+  /* uv_now of this connection's last session channels freed, a ring: sshd reaps a closed session
+   * only after the loop pass that read our close, so an open sent with it is refused while sshd
+   * still counts the session we no longer do (ssh.c, exec_pump) */
+  uint64_t freed_at[LC__SSH_FREED_RING];
+  unsigned freed_next;
   char *locked_keys;
   /* the first identity that PubkeyAcceptedAlgorithms kept from being offered: "ALG key FILE" */
   char algo_skipped[300];

@@ -387,6 +387,9 @@ out:
 /* The pause between two looks grows from 10 ms to 50 ms: most services listen within a few ms. */
 #define WAIT_PAUSE_FIRST_MS 10
 #define WAIT_PAUSE_MAX_MS 50
+/* while probes are refused, a listing now and then: a listener on another address than
+ * 127.0.0.1 */
+#define WAIT_LISTING_MS 500
 
 int lc__ports_judge_owner(lc_runtime *rt, int port, const lc__portscan *ps, const char *whose) {
   const lc__listener *other = lc__portscan_stranger(ps, port);
@@ -401,9 +404,17 @@ int lc__ports_judge_owner(lc_runtime *rt, int port, const lc__portscan *ps, cons
   return lc__portscan_ours(ps, port);
 }
 
+/*
+ * A poll costs no session channel while the port refuses: each look probes it (a connection to
+ * 127.0.0.1:port on the host; on SSH a direct-tcpip channel), and a listing, which tells whose
+ * the listener is, runs once the probe got through, or at most every WAIT_LISTING_MS meanwhile
+ * (a listener on another address only than 127.0.0.1 is seen by a listing alone), or at every
+ * look where the backend cannot probe (no probe op, forwarding refused).
+ */
 int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-  int pause = WAIT_PAUSE_FIRST_MS;
+  uint64_t listed_at = 0;
+  int pause = WAIT_PAUSE_FIRST_MS, blind = 0;
   char whose[64];
   if (rt == NULL || proc == NULL || port < 1 || port > 65535)
     return lc__error_set(-EINVAL, "wait for a listening port: no runtime, no process or port %d",
@@ -412,17 +423,37 @@ int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int time
   for (;;) {
     lc__listing *x = NULL;
     const lc__portscan *ps = NULL;
-    int up = 0;
+    int up = 0, list = blind;
+    uint64_t now;
     if (lc_process_wait(NULL, proc, 0) != -ETIMEDOUT)
       return lc__error_set(LC_EREMOTE, "%s: the process ended before port %d listened",
                            lc_runtime_name(rt), port);
-    /* whose the port is: another user's listener there is not ours, and never ready */
-    if (lc__listing_start(&x, rt, &port, 1) == 0 && lc__listing_finish(x, &ps) == 0 &&
-        (up = lc__ports_judge_owner(rt, port, ps, whose)) < 0) {
-      lc__listing_free(x);
-      return up;
+    if (!blind) {
+      lc__probe *pr = NULL;
+      const int *ports = NULL;
+      size_t n = 0;
+      now = lc__now_ms();
+      if (lc__probe_start(&pr, rt, &port, 1) < 0)
+        return -ENOMEM;
+      /* an unanswered probe is a "no" for this look; the next look asks again */
+      if (lc__probe_wait(pr, now < deadline ? (int)(deadline - now) + 1 : 1)) {
+        int res = lc__probe_result(pr, &ports, &n)[0];
+        list = res == 1;
+        blind = res < 0;
+      }
+      lc__probe_free(pr);
     }
-    lc__listing_free(x);
+    now = lc__now_ms();
+    if (blind || list || now >= listed_at + WAIT_LISTING_MS) {
+      listed_at = now;
+      /* whose the port is: another user's listener there is not ours, and never ready */
+      if (lc__listing_start(&x, rt, &port, 1) == 0 && lc__listing_finish(x, &ps) == 0 &&
+          (up = lc__ports_judge_owner(rt, port, ps, whose)) < 0) {
+        lc__listing_free(x);
+        return up;
+      }
+      lc__listing_free(x);
+    }
     /* listening, and still alive: a process that died of "address in use" is not ready */
     if (up > 0 && lc_process_wait(NULL, proc, 0) == -ETIMEDOUT)
       return 0;
