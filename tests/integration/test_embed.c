@@ -18,6 +18,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -218,8 +219,8 @@ static int listen_here(int *port) {
 /* A service here: each accepted connection is read a little (or written to) and then reset. */
 typedef struct here_svc {
   int fd;
-  int flood; /* write to each client until it goes, instead of reading and resetting */
-  int served;
+  int flood;         /* write to each client until it goes, instead of reading and resetting */
+  atomic_int served; /* written by its thread, read by the test */
   pthread_t thread;
 } here_svc;
 
@@ -889,7 +890,7 @@ static void test_proxyjump_dead_bastion(void) {
 
 /* ---- lc_engine_free with things still open ------------------------------------------------- */
 
-static volatile int free_returned;
+static atomic_int free_returned; /* set by the test, read by the watchdog thread */
 
 static void *watchdog(void *arg) {
   int limit_s = *(int *)arg;
