@@ -126,6 +126,9 @@ struct lc_forward {
   /* [engine]: stream relays (local runtime) */
   struct lc__stream_relay *relays;
   lc__call *call; /* [engine]: the start waiting for the first "up" */
+  /* [engine]: a start of lc__forwards_new (then call is the batch's): where it reports */
+  struct lc__fwd_batch *batch;
+  size_t batch_i;
   /* [engine]: backoff of a remote listen that failed after a reconnect */
   unsigned long retry_ms;
   /* [engine]: the backend closed its granted remote listen (the host bound more than loopback):
