@@ -173,8 +173,7 @@ static void start_fn(lc__call *c) {
   rt->ops->fwd_start(f);
 }
 
-static void stop_fn(lc__call *c) {
-  lc_forward *f = ((fwd_call *)c)->f;
+static void stop_one(lc_forward *f) {
   unlink_forward(f);
   if (f->listener != NULL) {
     f->listener->data = NULL;
@@ -183,6 +182,10 @@ static void stop_fn(lc__call *c) {
   }
   if (f->rt != NULL && f->rt->ops->fwd_stop != NULL)
     f->rt->ops->fwd_stop(f);
+}
+
+static void stop_fn(lc__call *c) {
+  stop_one(((fwd_call *)c)->f);
   lc__call_done(c, 0);
 }
 
@@ -467,9 +470,44 @@ int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
   return 0;
 }
 
+/* A stop of many forwards on one engine as one call (lc__forwards_free). */
+typedef struct {
+  lc__call call;
+  lc_forward **v;
+  size_t n;
+} stop_batch;
+
+static void stop_batch_fn(lc__call *c) {
+  stop_batch *b = (stop_batch *)c;
+  for (size_t i = 0; i < b->n; i++)
+    stop_one(b->v[i]);
+  lc__call_done(c, 0);
+}
+
+/*
+ * Stops and frees v[0..n): one engine call for each run of forwards on the same engine, not one
+ * round trip between the threads per forward (a mesh's W x H of them: the engine thread waited
+ * seconds on its mutex for the caller's wake-ups, its timers and hosts unserved meanwhile).
+ */
+void lc__forwards_free(lc_forward **v, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    stop_batch b = {.v = &v[i]};
+    if (v[i] == NULL) {
+      i++;
+      continue;
+    }
+    while (i + b.n < n && v[i + b.n] != NULL && v[i + b.n]->engine == v[i]->engine)
+      b.n++;
+    lc__engine_run(v[i]->engine, &b.call, stop_batch_fn);
+    for (size_t k = 0; k < b.n; k++)
+      forward_release(v[i + k]);
+    i += b.n;
+  }
+}
+
 void lc__fwdlist_free(lc__fwdlist *l) {
-  for (size_t i = 0; i < l->n; i++)
-    lc_forward_free(l->v[i]);
+  lc__forwards_free(l->v, l->n);
   free(l->v);
   memset(l, 0, sizeof(*l));
 }

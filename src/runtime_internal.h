@@ -309,6 +309,8 @@ typedef struct lc__fwd_spec {
 /* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
  * 0 or the first error, as lc_forward_new would. */
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
+/* Stops and frees v[0..n) (NULLs skipped), as lc_forward_free does each, in one engine call. */
+void lc__forwards_free(lc_forward **v, size_t n);
 
 /* command.c: composing what a host runs. */
 /* What a script prints first on stdout and on stderr: the output before it is the login shell's
