@@ -44,6 +44,8 @@ void lc__forward_set_refused(lc_forward *f, const char *detail) {
 
 static void unlink_forward(lc_forward *f);
 
+static void batch_one_done(lc_forward *f, const lc__err *err);
+
 void lc__forward_ready(lc_forward *f, const lc__err *err) {
   lc__call *c = f->call;
   f->call = NULL;
@@ -55,6 +57,10 @@ void lc__forward_ready(lc_forward *f, const lc__err *err) {
   }
   if (c == NULL)
     return;
+  if (f->batch != NULL) {
+    batch_one_done(f, err);
+    return;
+  }
   if (err != NULL && err->code < 0)
     c->err = *err;
   lc__call_done(c, err ? err->code : 0);
@@ -146,8 +152,7 @@ static int listen_local(lc_forward *f, lc__err *err) {
     if (r == UV_EADDRINUSE)
       return lc__err_set(err, -EADDRINUSE, "port %d is in use on this machine (%s)", f->port,
                          f->bind);
-    return lc__err_set(err, r, "cannot listen on %s port %d: %s", f->bind, f->port,
-                       uv_strerror(r));
+    return lc__err_set(err, r, "cannot listen on %s port %d: %s", f->bind, f->port, uv_strerror(r));
   }
   uv_tcp_getsockname(l, (struct sockaddr *)&addr, &len);
   f->port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
@@ -203,8 +208,7 @@ static void start_fn(lc__call *c) {
   rt->ops->fwd_start(f);
 }
 
-static void stop_fn(lc__call *c) {
-  lc_forward *f = ((fwd_call *)c)->f;
+static void stop_one(lc_forward *f) {
   unlink_forward(f);
   if (f->listener != NULL) {
     f->listener->data = NULL;
@@ -213,6 +217,10 @@ static void stop_fn(lc__call *c) {
   }
   if (f->rt != NULL && f->rt->ops->fwd_stop != NULL)
     f->rt->ops->fwd_stop(f);
+}
+
+static void stop_fn(lc__call *c) {
+  stop_one(((fwd_call *)c)->f);
   lc__call_done(c, 0);
 }
 
@@ -247,12 +255,14 @@ static int explain_remote_refusal(lc_runtime *rt, int port, int code) {
   if (res.exit_status == 2)
     return lc__error_set(-EADDRINUSE, "port %d is in use on %s", port, rt->name);
   if (res.exit_status == 0)
-    return lc__error_set(-EADDRINUSE, "port %d is in use on %s (a connection's local port there "
-                                      "holds it, or did until a moment ago)",
+    return lc__error_set(-EADDRINUSE,
+                         "port %d is in use on %s (a connection's local port there "
+                         "holds it, or did until a moment ago)",
                          port, rt->name);
-  return lc__error_set(code, "%s refused to listen on port %d: the port is free there, so "
-                             "forwarding is probably disabled (AllowTcpForwarding in its "
-                             "sshd_config)",
+  return lc__error_set(code,
+                       "%s refused to listen on port %d: the port is free there, so "
+                       "forwarding is probably disabled (AllowTcpForwarding in its "
+                       "sshd_config)",
                        rt->name, port);
 }
 
@@ -273,13 +283,13 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
     return lc__error_set(-EINVAL, "forward: listen port %d is out of range (%s)", port,
                          kind == LC_FORWARD_REMOTE ? "1-65535" : "0-65535, 0 picks one");
   if (target_port < 1 || target_port > 65535)
-    return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)",
-                         target_port);
+    return lc__error_set(-EINVAL, "forward: target port %d is out of range (1-65535)", target_port);
   if (kind == LC_FORWARD_REMOTE || lc__runtime_on_this_machine(rt)) {
     struct sockaddr_storage probe;
     if (lc__forward_target_addr(&probe, target_host, target_port) < 0)
-      return lc__error_set(-EINVAL, "forward: target %s must be an IP address or localhost: "
-                                    "this machine connects to it",
+      return lc__error_set(-EINVAL,
+                           "forward: target %s must be an IP address or localhost: "
+                           "this machine connects to it",
                            target_host);
   }
   if (opts != NULL && opts->version >= 3 && opts->max_connections < 0)
@@ -291,8 +301,9 @@ static int forward_make(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, 
   if (strcmp(bind, "localhost") == 0)
     bind = "127.0.0.1";
   if (strcmp(bind, "127.0.0.1") != 0 && strcmp(bind, "::1") != 0)
-    return lc__error_set(-EINVAL, "forward: refusing to listen on %s: forwards listen on "
-                                  "loopback only (127.0.0.1 or ::1)",
+    return lc__error_set(-EINVAL,
+                         "forward: refusing to listen on %s: forwards listen on "
+                         "loopback only (127.0.0.1 or ::1)",
                          bind);
   if ((f = lc__calloc(1, sizeof(*f))) == NULL || (f->bind = lc__strdup(bind)) == NULL ||
       (f->target = lc__strdup(target_host)) == NULL) {
@@ -350,34 +361,126 @@ int lc_forward_new(lc_forward **out, lc_runtime *rt, lc_forward_kind kind, int p
 }
 
 /*
- * Many forwards at once: every start is posted before any is awaited, so the round trips to
- * different hosts overlap (one host's remote listens still go one at a time in its backend).
+ * Many forwards at once, started as one engine call per engine (struct lc__fwd_batch): every
+ * start is made before any is awaited, so the round trips to different hosts overlap (one host's
+ * remote listens still go one at a time in its backend). A mesh starts W x H forwards: each keeps
+ * only its result here (a code, and a message only when it failed), not an lc__call of its own
+ * (over 1 KiB with its message: 70 MB at 64 hosts x 1024 workers, all of it in the peak RSS),
+ * and the caller wakes once when all are done, not once per forward.
  */
+struct lc__fwd_batch {
+  lc__call call;
+  lc_forward **f; /* this batch's part of the arrays of lc__forwards_new */
+  int *code;
+  lc__err **err; /* the detail of each failed start, NULL for the others */
+  size_t n, pending;
+};
+
+/* Engine thread: one forward of a batch is up or failed; the last one finishes the call. */
+static void batch_one_done(lc_forward *f, const lc__err *err) {
+  struct lc__fwd_batch *b = f->batch;
+  size_t i = f->batch_i;
+  f->batch = NULL;
+  b->code[i] = err != NULL && err->code < 0 ? err->code : 0;
+  if (b->code[i] < 0 && (b->err[i] = lc__malloc(sizeof(*b->err[i]))) != NULL)
+    *b->err[i] = *err;
+  if (--b->pending == 0)
+    lc__call_done(&b->call, 0);
+}
+
+/* Engine thread: starts every forward of the batch, as start_fn does one. */
+static void batch_fn(lc__call *c) {
+  struct lc__fwd_batch *b = (struct lc__fwd_batch *)c;
+  b->pending = b->n + 1; /* one more until every start was made: no early end */
+  for (size_t i = 0; i < b->n; i++) {
+    lc_forward *f = b->f[i];
+    lc_runtime *rt = f->rt;
+    lc__err err = {0};
+    f->batch = b;
+    f->batch_i = i;
+    if (!lc_runtime_is_connected(rt)) {
+      lc__err_set(&err, LC_ECLOSED, "%s: not connected", rt->name);
+      batch_one_done(f, &err);
+      continue;
+    }
+    f->next = rt->forwards;
+    if (rt->forwards)
+      rt->forwards->prev = f;
+    rt->forwards = f;
+    f->call = c;
+    if (f->kind == LC_FORWARD_LOCAL || rt->ops->fwd_start == NULL) {
+      int r = listen_local(f, &err);
+      if (r < 0 && err.code == 0)
+        lc__err_set(&err, r, "%s", lc_strerror(r));
+      lc__forward_ready(f, r < 0 ? &err : NULL);
+    } else {
+      rt->ops->fwd_start(f);
+    }
+  }
+  if (--b->pending == 0)
+    lc__call_done(c, 0);
+}
+
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
-  fwd_call *fc = NULL;
+  struct lc__fwd_batch *batch = NULL;
+  lc_forward **f = NULL;
+  int *code = NULL;
+  lc__err **err = NULL;
+  size_t nb = 0, made = 0;
   char first[LC_ERRMSG_MAX] = "";
   int r = 0;
 
   if (n == 0)
     return 0;
-  if ((fc = lc__calloc(n, sizeof(*fc))) == NULL)
-    return lc__error_set(-ENOMEM, "out of memory");
-  for (size_t i = 0; i < n && r == 0; i++) {
-    const lc__fwd_spec *s = &spec[i];
-    if ((r = forward_make(&fc[i].f, s->rt, s->kind, s->port, s->target, s->target_port, NULL)) < 0)
-      break;
-    if ((r = lc__engine_post(s->rt->engine, &fc[i].call, start_fn)) < 0) {
-      forward_release(fc[i].f);
-      fc[i].f = NULL;
+  if ((f = lc__calloc(n, sizeof(*f))) == NULL || (code = lc__calloc(n, sizeof(*code))) == NULL ||
+      (err = lc__calloc(n, sizeof(*err))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  for (; made < n; made++) {
+    const lc__fwd_spec *s = &spec[made];
+    if ((r = forward_make(&f[made], s->rt, s->kind, s->port, s->target, s->target_port, NULL)) < 0)
+      goto out;
+    nb += made == 0 || f[made]->engine != f[made - 1]->engine;
+  }
+  /* one batch per run of forwards on the same engine (in practice one: a group's) */
+  if ((batch = lc__calloc(nb, sizeof(*batch))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  nb = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (nb == 0 || f[i]->engine != batch[nb - 1].call.engine) {
+      batch[nb].f = &f[i];
+      batch[nb].code = &code[i];
+      batch[nb].err = &err[i];
+      batch[nb].call.engine = f[i]->engine;
+      nb++;
+    }
+    batch[nb - 1].n++;
+  }
+  for (size_t k = 0; k < nb; k++) {
+    int e = lc__engine_post(batch[k].call.engine, &batch[k].call, batch_fn);
+    if (e < 0) { /* not posted: each of its forwards failed so */
+      batch[k].call.engine = NULL;
+      for (size_t i = 0; i < batch[k].n; i++)
+        batch[k].code[i] = e;
+      if (first[0] == '\0')
+        snprintf(first, sizeof(first), "%s", lc_error_last());
     }
   }
-  /* every posted start is awaited, whatever happened to the others; the first error stands */
-  if (r < 0)
-    snprintf(first, sizeof(first), "%s", lc_error_last());
-  for (size_t i = 0; i < n && fc[i].f != NULL; i++) {
-    int e = forward_started(fc[i].f, lc__engine_await(fc[i].f->engine, &fc[i].call));
-    if (e == 0 && (e = lc__fwdlist_add(keep, fc[i].f)) < 0)
-      lc_forward_free(fc[i].f);
+  for (size_t k = 0; k < nb; k++)
+    if (batch[k].call.engine != NULL)
+      lc__engine_await(batch[k].call.engine, &batch[k].call);
+  /* every start is seen to, whatever happened to the others; the first error stands */
+  for (size_t i = 0; i < n; i++) {
+    int e = code[i];
+    if (e < 0)
+      lc__error_set(e, "%s", err[i] != NULL ? err[i]->msg : first[0] ? first : lc_strerror(e));
+    lc_forward *one = f[i];
+    f[i] = NULL;
+    if ((e = forward_started(one, e)) == 0) /* a failed one is freed by now */
+      e = lc__fwdlist_add(keep, one);       /* frees it when it cannot keep it */
     if (e < 0 && r == 0) {
       r = e;
       snprintf(first, sizeof(first), "%s", lc_error_last());
@@ -385,7 +488,16 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
   }
   if (r < 0)
     lc__error_set(r, "%s", first);
-  free(fc);
+  made = 0;
+out:
+  for (size_t i = 0; i < made; i++)
+    forward_release(f[i]); /* made, never started */
+  for (size_t i = 0; err != NULL && i < n; i++)
+    free(err[i]);
+  free(batch);
+  free(err);
+  free(code);
+  free(f);
   return r;
 }
 
@@ -404,9 +516,44 @@ int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
   return 0;
 }
 
+/* A stop of many forwards on one engine as one call (lc__forwards_free). */
+typedef struct {
+  lc__call call;
+  lc_forward **v;
+  size_t n;
+} stop_batch;
+
+static void stop_batch_fn(lc__call *c) {
+  stop_batch *b = (stop_batch *)c;
+  for (size_t i = 0; i < b->n; i++)
+    stop_one(b->v[i]);
+  lc__call_done(c, 0);
+}
+
+/*
+ * Stops and frees v[0..n): one engine call for each run of forwards on the same engine, not one
+ * round trip between the threads per forward (a mesh's W x H of them: the engine thread waited
+ * seconds on its mutex for the caller's wake-ups, its timers and hosts unserved meanwhile).
+ */
+void lc__forwards_free(lc_forward **v, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    stop_batch b = {.v = &v[i]};
+    if (v[i] == NULL) {
+      i++;
+      continue;
+    }
+    while (i + b.n < n && v[i + b.n] != NULL && v[i + b.n]->engine == v[i]->engine)
+      b.n++;
+    lc__engine_run(v[i]->engine, &b.call, stop_batch_fn);
+    for (size_t k = 0; k < b.n; k++)
+      forward_release(v[i + k]);
+    i += b.n;
+  }
+}
+
 void lc__fwdlist_free(lc__fwdlist *l) {
-  for (size_t i = 0; i < l->n; i++)
-    lc_forward_free(l->v[i]);
+  lc__forwards_free(l->v, l->n);
   free(l->v);
   memset(l, 0, sizeof(*l));
 }

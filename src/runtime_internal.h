@@ -128,6 +128,9 @@ struct lc_forward {
   /* [engine]: stream relays (local runtime) */
   struct lc__stream_relay *relays;
   lc__call *call; /* [engine]: the start waiting for the first "up" */
+  /* [engine]: a start of lc__forwards_new (then call is the batch's): where it reports */
+  struct lc__fwd_batch *batch;
+  size_t batch_i;
   /* [engine]: backoff of a remote listen that failed after a reconnect */
   unsigned long retry_ms;
   /* [made]: the cap on connections at once; [engine]: how many are carried (from the accept
@@ -320,6 +323,8 @@ typedef struct lc__fwd_spec {
 /* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
  * 0 or the first error, as lc_forward_new would. */
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
+/* Stops and frees v[0..n) (NULLs skipped), as lc_forward_free does each, in one engine call. */
+void lc__forwards_free(lc_forward **v, size_t n);
 
 /* command.c: composing what a host runs. */
 /* What a script prints first on stdout and on stderr: the output before it is the login shell's

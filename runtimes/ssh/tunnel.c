@@ -496,16 +496,31 @@ static void req_free(lc__ssh_global_req *q) {
 }
 
 static lc__ssh_global_req *req_push(lc__ssh_conn *c, lc_forward *f, const char *bind, int port) {
-  lc__ssh_global_req *q = lc__calloc(1, sizeof(*q)), **tail = &c->reqs;
+  lc__ssh_global_req *q = lc__calloc(1, sizeof(*q));
   if (q == NULL || (q->bind = lc__strdup(bind)) == NULL) {
     free(q);
     return NULL;
   }
   q->fwd = f;
   q->port = port;
-  while (*tail != NULL)
-    tail = &(*tail)->next;
-  *tail = q;
+  c->listens_queued += f != NULL;
+  /* a mesh queues thousands of listens per host: no walk to the tail for each */
+  if (c->reqs == NULL)
+    c->reqs = q;
+  else
+    c->reqs_last->next = q;
+  c->reqs_last = q;
+  return q;
+}
+
+/* Takes the head off c's queue. */
+static lc__ssh_global_req *req_pop(lc__ssh_conn *c) {
+  lc__ssh_global_req *q = c->reqs;
+  c->reqs = q->next;
+  if (c->reqs == NULL)
+    c->reqs_last = NULL;
+  c->listens_queued -= q->fwd != NULL;
+  q->next = NULL;
   return q;
 }
 
@@ -541,12 +556,7 @@ static void listen_refuse(lc__ssh_conn *c, lc_forward *f, int port, const lc__er
 
 /* Whether a listen waits in c's queue: its grant comes within a round trip, and the listing
  * that checks it can check the others too. */
-static int listen_queued(const lc__ssh_conn *c) {
-  for (const lc__ssh_global_req *q = c->reqs; q != NULL; q = q->next)
-    if (q->fwd != NULL)
-      return 1;
-  return 0;
-}
+static int listen_queued(const lc__ssh_conn *c) { return c->listens_queued > 0; }
 
 /* Judges one granted listen by the listing (r, ps, msg: lc__listing_result): up, or refused. */
 static void bound_judge(lc__ssh_conn *c, const lc__ssh_bound *b, int r, const lc__portscan *ps,
@@ -770,7 +780,7 @@ void lc__tunnel_requests(lc__ssh_conn *c) {
       return;
     }
     c->req_sent = 0;
-    c->reqs = q->next;
+    req_pop(c);
     if (q->fwd != NULL && r == SSH_OK) {
       q->fwd->backend = c; /* listening on the host; up once checked */
       q->fwd->retry_ms = 0;
@@ -902,22 +912,32 @@ void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
   }
 }
 
-/* Drops f's requests from a list; one already sent keeps its place, answered for nobody. */
-static void drop_reqs(lc__ssh_global_req **q, lc_forward *f, int head_sent) {
+/* Drops f's requests from a list; one already sent keeps its place, answered for nobody. Returns
+ * the list's last request (NULL when it is empty). */
+static lc__ssh_global_req *drop_reqs(lc__ssh_global_req **q, lc_forward *f, int head_sent,
+                                     size_t *listens) {
+  lc__ssh_global_req *last = NULL;
   for (int first = 1; *q != NULL; first = 0) {
     if ((*q)->refused == f) /* its cancel still goes; nobody hears of it */
       (*q)->refused = NULL;
     if ((*q)->fwd != f) {
+      last = *q;
       q = &(*q)->next;
     } else if (first && head_sent) {
       (*q)->fwd = NULL;
+      if (listens != NULL)
+        --*listens;
+      last = *q;
       q = &(*q)->next;
     } else {
       lc__ssh_global_req *dead = *q;
       *q = dead->next;
+      if (listens != NULL)
+        --*listens;
       req_free(dead);
     }
   }
+  return last;
 }
 
 void lc__tunnel_fwd_stop(lc_forward *f) {
@@ -929,9 +949,16 @@ void lc__tunnel_fwd_stop(lc_forward *f) {
     if (k->kind == K_RELAY && k->fwd == f)
       lc__tunnel_end(k);
   }
-  drop_reqs(&c->reqs, f, c->req_sent);
-  drop_reqs(&c->failed_reqs, f, 0);
-  bound_forget(c->unchecked, f);
+  /* A listen the host granted on c (f->backend == c) has no request left in c's queues: its own
+   * was taken off when granted, and a refusal (listen_refuse) or a lost connection clears
+   * f->backend before f is queued again. So the queues are walked only for the others: the stop of
+   * each forward of a mesh would otherwise walk the cancels queued by the stops before it
+   * (quadratic in the listens per host). */
+  if (f->backend != c) {
+    c->reqs_last = drop_reqs(&c->reqs, f, c->req_sent, &c->listens_queued);
+    drop_reqs(&c->failed_reqs, f, 0, NULL);
+  }
+  bound_forget(c->unchecked, f); /* granted, not checked yet: short lists, empty once up */
   bound_forget(c->checking, f);
   if (f->kind == LC_FORWARD_REMOTE && f->backend == c && c->state == C_READY) {
     req_push(c, NULL, f->bind, f->port); /* cancel-tcpip-forward */
@@ -948,7 +975,7 @@ void lc__tunnel_lost(lc__ssh_conn *c, const lc__err *err) {
   while (c->reqs != NULL || c->failed_reqs != NULL) {
     lc__ssh_global_req *q = c->reqs ? c->reqs : c->failed_reqs;
     if (q == c->reqs)
-      c->reqs = q->next;
+      req_pop(c);
     else
       c->failed_reqs = q->next;
     if (q->fwd != NULL && q->fwd->call != NULL)

@@ -28,8 +28,8 @@ static int keep_port(lc_cluster *c, int port) {
 }
 
 void lc__cluster_drop_forwards(lc_cluster *c, size_t from) {
-  for (size_t i = from; i < c->fwds.n; i++)
-    lc_forward_free(c->fwds.v[i]);
+  if (from < c->fwds.n)
+    lc__forwards_free(c->fwds.v + from, c->fwds.n - from);
   c->fwds.n = from;
 }
 
