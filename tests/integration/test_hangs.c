@@ -126,10 +126,76 @@ static void test_exec_big_output(void) {
   LC_CHECK(procs_left(0, "fold -w 1000") == 0);
 }
 
+/* Runs command as root on host (its exit status, or -1). */
+static int host_sh(const char *host, const char *command) {
+  lc_runtime_options ro = th_options();
+  lc_runtime *rt = NULL;
+  lc_exec_result res = {.exit_status = -1};
+  if (lc_runtime_new_ssh(&rt, engine, host, &ro) < 0 ||
+      lc_runtime_exec(&res, rt, command, NULL) < 0) {
+    fprintf(stderr, "  %s: %s\n", host, lc_error_last());
+    res.exit_status = -1;
+  }
+  lc_runtime_free(rt);
+  return res.exit_status;
+}
+
+/* lab2's nvidia-smi never ends, not even on SIGTERM (as one stuck in D state): discovery gives
+ * up on lab2 after the facts timeout, names it and the step, keeps lab1, and nothing of the step
+ * is left on lab2. */
+static void test_discover_facts_timeout(void) {
+  lc_discover_options o = LC_DISCOVER_OPTIONS_INIT;
+  lc_runtime_options ro = th_options();
+  lc_group *g = NULL;
+  lc_discovery *d = NULL;
+  uint64_t t0;
+  double took;
+  /* root's bash reads ~/.bashrc for every ssh command: it puts the fake first on the PATH */
+  LC_REQUIRE(host_sh("lab2", "mkdir -p /root/fakebin && "
+                             "printf '#!/bin/sh\\ntrap \"\" TERM INT HUP\\n"
+                             "while :; do sleep 1; done\\n' > /root/fakebin/nvidia-smi && "
+                             "chmod 755 /root/fakebin/nvidia-smi && "
+                             "{ cp /root/.bashrc /root/.bashrc.saved 2>/dev/null || :; } && "
+                             "echo 'export PATH=/root/fakebin:$PATH' >> /root/.bashrc") == 0);
+  o.hosts = "lab1,lab2";
+  o.runtime = &ro;
+  o.facts = 1;
+  o.facts_timeout_ms = 3000;
+  t0 = now_ms();
+  LC_REQUIRE_OK(lc_discover(&g, &d, engine, &o));
+  took = (double)(now_ms() - t0) / 1000.0;
+  fprintf(stderr, "  discovery took %.2f s\n", took);
+  LC_CHECK(took < 60.0); /* a bound, not a timing: without the limit it never ends */
+  LC_CHECK(lc_discovery_count(d) == 2);
+  for (size_t i = 0; i < lc_discovery_count(d); i++) {
+    const char *h = lc_discovery_host(d, i);
+    if (strcmp(h, "lab2") == 0) {
+      fprintf(stderr, "  lab2: %s\n", lc_discovery_reason(d, i));
+      LC_CHECK(lc_discovery_state(d, i) == LC_HOST_UNREACHABLE);
+      LC_CHECK(lc_discovery_error(d, i) == -ETIMEDOUT);
+      LC_CHECK_CONTAINS(lc_discovery_reason(d, i), "lab2");
+      LC_CHECK_CONTAINS(lc_discovery_reason(d, i), "facts step");
+      LC_CHECK_CONTAINS(lc_discovery_reason(d, i), "nvidia-smi");
+      LC_CHECK_CONTAINS(lc_discovery_reason(d, i), "3.0 s");
+    } else {
+      LC_CHECK(lc_discovery_state(d, i) == LC_HOST_READY);
+    }
+  }
+  LC_CHECK(lc_group_count(g) == 1 && lc_group_find(g, "lab1") != NULL);
+  LC_CHECK(procs_left(2, "fakebin/nvidia-smi") == 0);
+  LC_CHECK(procs_left(2, "sleep 1") == 0);
+  lc_discovery_free(d);
+  lc_group_free(g);
+  LC_CHECK(host_sh("lab2",
+                   "rm -rf /root/fakebin; if [ -e /root/.bashrc.saved ]; then "
+                   "mv /root/.bashrc.saved /root/.bashrc; else rm -f /root/.bashrc; fi") == 0);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_exec_timeout),
       LC_TEST(test_exec_big_output),
+      LC_TEST(test_discover_facts_timeout),
   };
   int r;
   signal(SIGPIPE, SIG_IGN);
