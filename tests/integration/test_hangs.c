@@ -8,7 +8,10 @@
 #include "lc_test.h"
 #include "testenv.h"
 
+#include "clusterenv.h"
+
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
@@ -191,14 +194,78 @@ static void test_discover_facts_timeout(void) {
                    "mv /root/.bashrc.saved /root/.bashrc; else rm -f /root/.bashrc; fi") == 0);
 }
 
+static char ctl[4096], master_tmpl[4200];
+
+typedef struct canceler {
+  lc_cluster *c;
+  int after_ms;
+} canceler;
+
+static void *cancel_later(void *arg) {
+  canceler *k = arg;
+  usleep((useconds_t)k->after_ms * 1000);
+  lc_cluster_cancel(k->c);
+  return NULL;
+}
+
+/* Starts a cluster (2 workers on lab0 and lab1) whose master (or workers) never listen, with
+ * limits of 120 s, and cancels it from another thread after_ms into the start: the start returns
+ * LC_ECANCELED long before its limit, and nothing it started is left on any host. */
+static void cancel_case(const char *master, const char *master_host, int after_ms) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  lc_cluster *c = NULL;
+  lc_group *g = connect_labs(2);
+  canceler k;
+  pthread_t th;
+  uint64_t t0;
+  double took;
+  int r;
+  LC_REQUIRE(g != NULL);
+  LC_REQUIRE_OK(th_command_type(&m, &w, master, "exec sleep 1002"));
+  o.master_port = 61900;
+  o.worker_ports = "61901-61950";
+  o.master_host = master_host;
+  o.master_timeout_ms = 120000;
+  o.worker_timeout_ms = 120000;
+  LC_REQUIRE_OK(lc_cluster_new(&c, g, m, w, &o));
+  k.c = c;
+  k.after_ms = after_ms;
+  LC_REQUIRE(pthread_create(&th, NULL, cancel_later, &k) == 0);
+  t0 = now_ms();
+  r = lc_cluster_start(c, 2);
+  took = (double)(now_ms() - t0) / 1000.0;
+  pthread_join(th, NULL);
+  fprintf(stderr, "  start returned %s after %.2f s: %s\n", lc_err_name(r), took, lc_error_last());
+  LC_CHECK(r == LC_ECANCELED);
+  LC_CHECK_CONTAINS(lc_error_last(), "canceled");
+  LC_CHECK(took < 60.0); /* a bound, not a timing: without the cancel it is 120 s */
+  LC_CHECK(lc_cluster_wait(c, 0) == LC_ECANCELED);
+  lc_cluster_free(c);
+  th_command_type_free(m, w);
+  lc_group_free(g);
+  for (int i = 0; i < 2; i++) {
+    LC_CHECK(procs_left(i, "sleep 100") == 0);
+    LC_CHECK(procs_left(i, "LC_LIFELINE") == 0);
+  }
+  LC_CHECK(th_count_everywhere(2, "^serve 61900") == 0);
+}
+
+/* During the master's wait: a master on lab0 that never listens. */
+static void test_cancel_master_wait(void) { cancel_case("exec sleep 1001", "lab0", 3000); }
+
+/* During the workers' starts: the master (here) listens, the workers never do. */
+static void test_cancel_worker_wait(void) { cancel_case(master_tmpl, NULL, 6000); }
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_exec_timeout),
-      LC_TEST(test_exec_big_output),
-      LC_TEST(test_discover_facts_timeout),
+      LC_TEST(test_exec_timeout),           LC_TEST(test_exec_big_output),
+      LC_TEST(test_discover_facts_timeout), LC_TEST(test_cancel_master_wait),
+      LC_TEST(test_cancel_worker_wait),
   };
   int r;
-  signal(SIGPIPE, SIG_IGN);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
   if (lc_engine_new(&engine, NULL) < 0) {
     fprintf(stderr, "FATAL: setup failed: %s\n", lc_error_last());
     return 2;
