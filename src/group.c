@@ -28,7 +28,8 @@ typedef struct report_entry {
   char *message;
   lc_exec_result exit;
   double seconds;
-  lc__buf log;
+  lc__buf log;    /* the last LC_GROUP_REPORT_LOG_MAX bytes or so, whole lines */
+  size_t dropped; /* lines cut from the front of log */
 } report_entry;
 
 struct lc_group_report {
@@ -207,6 +208,9 @@ typedef struct job_host {
   FILE *logf;
   char *get_local; /* the current get step's local path, {host} replaced */
   struct job_host *next_ready;
+  uv_timer_t limit; /* the per-host timeout (lc_exec_options.timeout_ms), then its grace */
+  int limit_started;
+  int timed_out; /* 1: told to stop at the timeout; 2: given up after the grace too */
 } job_host;
 
 struct job {
@@ -224,7 +228,51 @@ struct job {
   lc_runtime **pending;
   uv_timer_t tick;
   job_host *ready; /* hosts whose step ended, handled on the next tick */
+  int timeout_ms;  /* per host, 0: none */
+  size_t closing;  /* handles still closing at the job's end */
 };
+
+/* Appends to a report's log, keeping its memory bounded: past twice the cap, the oldest whole
+ * lines go (one move per cap's worth of output, so the cost per byte stays constant). */
+static void log_add(report_entry *e, const char *s, size_t n) {
+  lc__buf *b = &e->log;
+  size_t cut = 0;
+  lc__buf_append(b, s, n);
+  if (b->len <= 2 * LC_GROUP_REPORT_LOG_MAX)
+    return;
+  while (cut < b->len && b->len - cut > LC_GROUP_REPORT_LOG_MAX) {
+    const char *nl = memchr(b->data + cut, '\n', b->len - cut);
+    if (nl == NULL)
+      break;
+    cut = (size_t)(nl - b->data) + 1;
+    e->dropped++;
+  }
+  lc__buf_consume(b, cut);
+}
+
+/* The log as the report shows it: trimmed to the cap, with how many lines went before it. */
+static void log_finish(report_entry *e) {
+  lc__buf note = {0};
+  size_t cut = 0;
+  while (e->log.len - cut > LC_GROUP_REPORT_LOG_MAX) {
+    const char *nl = memchr(e->log.data + cut, '\n', e->log.len - cut);
+    if (nl == NULL)
+      break;
+    cut = (size_t)(nl - e->log.data) + 1;
+    e->dropped++;
+  }
+  lc__buf_consume(&e->log, cut);
+  if (e->dropped == 0)
+    return;
+  if (lc__buf_printf(&note, "[%zu lines dropped: a report keeps the last %d KiB of a host's log]\n",
+                     e->dropped, LC_GROUP_REPORT_LOG_MAX / 1024) == 0 &&
+      lc__buf_append(&note, e->log.data, e->log.len) == 0) {
+    lc__buf_free(&e->log);
+    e->log = note;
+  } else {
+    lc__buf_free(&note);
+  }
+}
 
 static void host_log(job_host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -239,11 +287,10 @@ static void host_log(job_host *h, const char *fmt, ...) {
     return;
   if ((size_t)n >= sizeof(line))
     n = sizeof(line) - 1;
-  lc__buf_append(&h->out->log, line, (size_t)n);
-  lc__buf_puts(&h->out->log, "\n");
+  line[n++] = '\n'; /* n < sizeof(line) here */
+  log_add(h->out, line, (size_t)n);
   if (h->logf != NULL) {
     fwrite(line, 1, (size_t)n, h->logf);
-    fputc('\n', h->logf);
   }
 }
 
@@ -258,9 +305,23 @@ static void host_line(const char *line, size_t len, lc_stream stream, void *payl
 
 static void job_tick(uv_timer_t *t);
 
-static void tick_closed(uv_handle_t *h) {
+static void job_closed(uv_handle_t *h) {
   job *j = h->data;
-  lc__call_done(&j->call, 0);
+  if (--j->closing == 0)
+    lc__call_done(&j->call, 0);
+}
+
+/* The job is through: its timers close, then the caller wakes. */
+static void job_close(job *j) {
+  j->closing = 1;
+  for (size_t i = 0; i < j->n; i++) {
+    if (!j->hosts[i].limit_started)
+      continue;
+    j->closing++;
+    j->hosts[i].limit.data = j;
+    uv_close((uv_handle_t *)&j->hosts[i].limit, job_closed);
+  }
+  uv_close((uv_handle_t *)&j->tick, job_closed);
 }
 
 static void host_start(job_host *h);
@@ -269,6 +330,8 @@ static void host_start(job_host *h);
 static void host_finish(job_host *h, int code, const char *msg) {
   job *j = h->j;
   h->done = 1;
+  if (h->limit_started)
+    uv_timer_stop(&h->limit);
   h->out->seconds = (double)(lc__now_ms() - h->t0) / 1000.0;
   if (code < 0) {
     h->out->error = code;
@@ -281,12 +344,41 @@ static void host_finish(job_host *h, int code, const char *msg) {
     fclose(h->logf);
     h->logf = NULL;
   }
+  log_finish(h->out);
   free(h->get_local);
   h->get_local = NULL;
   if (j->next < j->n)
     host_start(&j->hosts[j->next++]);
   if (++j->finished == j->n)
-    uv_close((uv_handle_t *)&j->tick, tick_closed);
+    job_close(j);
+}
+
+/*
+ * A host's time is up: its process is told to stop (its lifeline ends the whole process group on
+ * the host, after the runtime's kill grace). When even that is not confirmed in time (a host that
+ * stopped answering), the process is let go and the host reported without waiting more.
+ */
+static void limit_fired(uv_timer_t *t) {
+  job_host *h = t->data;
+  lc_process *p = h->p;
+  char msg[LC_ERRMSG_MAX];
+  if (h->done || p == NULL || p->finished)
+    return; /* it ended meanwhile: the next tick checks it */
+  if (h->timed_out == 0) {
+    h->timed_out = 1;
+    host_log(h, "timed out after %.1f s: stopping it", h->j->timeout_ms / 1000.0);
+    lc__proc_stop(p);
+    uv_timer_start(&h->limit, limit_fired, (uint64_t)p->grace_ms + 5000, 0);
+    return;
+  }
+  h->timed_out = 2;
+  h->p = NULL;
+  h->out->exit = p->result;
+  snprintf(msg, sizeof(msg),
+           "%s: timed out after %.1f s, and its end was not confirmed within %.1f s more",
+           h->rt->name, h->j->timeout_ms / 1000.0, (p->grace_ms + 5000) / 1000.0);
+  lc__proc_release(p);
+  host_finish(h, -ETIMEDOUT, msg);
 }
 
 static void step_ended(lc_process *p, void *arg) {
@@ -383,7 +475,10 @@ static void step_check(job_host *h) {
 
   h->p = NULL;
   h->out->exit = p->result;
-  if (s->kind == STEP_RUN) {
+  if (h->timed_out) {
+    r = lc__err_set(&err, -ETIMEDOUT, "%s: '%s' timed out after %.1f s", h->rt->name,
+                    s->kind == STEP_RUN ? s->a : "the step", j->timeout_ms / 1000.0);
+  } else if (s->kind == STEP_RUN) {
     if (p->err.code < 0)
       r = lc__err_set(&err, p->err.code, "%s", p->err.msg);
     else if (j->fail_on_exit && (p->result.exit_status != 0 || p->result.signal != 0))
@@ -421,6 +516,12 @@ static void host_start(job_host *h) {
   }
   if (h->task != NULL)
     host_log(h, "task %s on %s", h->task->name, h->rt->name);
+  if (j->timeout_ms > 0) { /* the whole host's time, every step together */
+    uv_timer_init(lc__engine_loop(j->g->engine), &h->limit);
+    h->limit.data = h;
+    h->limit_started = 1;
+    uv_timer_start(&h->limit, limit_fired, (uint64_t)j->timeout_ms, 0);
+  }
   step_start(h);
 }
 
@@ -438,7 +539,7 @@ static void job_fn(lc__call *c) {
   uv_timer_init(lc__engine_loop(j->g->engine), &j->tick);
   j->tick.data = j;
   if (j->n == 0) {
-    uv_close((uv_handle_t *)&j->tick, tick_closed);
+    job_close(j);
     return;
   }
   while (j->next < j->n && j->next < (size_t)j->g->fanout)
@@ -471,6 +572,7 @@ static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, s
   j.on_line = on_line;
   j.payload = payload;
   j.fail_on_exit = 1;
+  j.timeout_ms = eo != NULL && eo->timeout_ms > 0 ? eo->timeout_ms : 0;
   j.own_tasks = tasks != NULL;
   for (size_t i = 0; i < n; i++) {
     j.hosts[i].j = &j;

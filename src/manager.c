@@ -26,6 +26,7 @@ typedef struct candidate {
   int gpus;  /* declared, -1 when not */
   int slots; /* declared, 0 when not */
   lc__buf facts;
+  int facts_too_long; /* more than LC_DISCOVER_FACTS_MAX: the rest was not kept */
 } candidate;
 
 struct lc_discovery {
@@ -120,11 +121,16 @@ static void facts_line(const char *host, const char *line, size_t len, lc_stream
   if (stream != LC_STDOUT)
     return;
   for (size_t i = 0; i < d->n; i++) {
-    if (strcmp(d->c[i].host, host) == 0) {
-      lc__buf_append(&d->c[i].facts, line, len);
-      lc__buf_puts(&d->c[i].facts, "\n");
+    candidate *c = &d->c[i];
+    if (strcmp(c->host, host) != 0)
+      continue;
+    if (c->facts_too_long || c->facts.len + len + 1 > LC_DISCOVER_FACTS_MAX) {
+      c->facts_too_long = 1; /* memory stays bounded whatever a host writes */
       return;
     }
+    lc__buf_append(&c->facts, line, len);
+    lc__buf_puts(&c->facts, "\n");
+    return;
   }
 }
 
@@ -149,6 +155,7 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
                 const lc_discover_options *opts) {
   lc_discover_options o = LC_DISCOVER_OPTIONS_INIT;
   lc_group_options go = LC_GROUP_OPTIONS_INIT;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_discovery *d = NULL;
   lc_group *g = NULL;
   lc_group_report *rep = NULL;
@@ -160,8 +167,12 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
   *out_report = NULL;
   LC__CHECK_VERSION(opts, LC_DISCOVER_OPTIONS_VERSION, "lc_discover_options");
   LC__CHECK_VERSION(opts ? opts->runtime : NULL, LC_RUNTIME_OPTIONS_VERSION, "lc_runtime_options");
-  if (opts != NULL) /* version 1 is all of it */
-    lc__options_copy(&o, opts, sizeof(o));
+  if (opts != NULL)
+    lc__options_copy(&o, opts,
+                     opts->version == 1 ? LC__FIELD_END(lc_discover_options, facts) : sizeof(o));
+  if (o.facts_timeout_ms <= 0)
+    o.facts_timeout_ms = LC_DISCOVER_FACTS_TIMEOUT_MS;
+  eo.timeout_ms = o.facts_timeout_ms;
   go.fanout = o.fanout;
   if ((d = lc__calloc(1, sizeof(*d))) == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
@@ -195,14 +206,31 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
     goto out;
   }
   if ((r = lc__hostfacts_command(&script, o.executables)) < 0 ||
-      (r = lc_group_exec(&rep, g, script.data, NULL, facts_line, d)) < 0)
+      (r = lc_group_exec(&rep, g, script.data, &eo, facts_line, d)) < 0)
     goto out;
   for (size_t i = 0; i < d->n; i++) {
     candidate *c = &d->c[i];
     lc__err err = {0};
     char *why;
+    int fail = 0;
     if (c->state != LC_HOST_READY)
       continue;
+    for (size_t k = 0; k < lc_group_report_count(rep); k++) /* the report follows the group */
+      if (strcmp(lc_group_report_host(rep, k), c->host) == 0)
+        fail = lc_group_report_error(rep, k);
+    if (fail == -ETIMEDOUT || c->facts_too_long) {
+      c->state = LC_HOST_UNREACHABLE;
+      c->error = fail == -ETIMEDOUT ? -ETIMEDOUT : -EMSGSIZE;
+      c->reason =
+          fail == -ETIMEDOUT
+              ? lc__sprintf("%s: too slow: its facts step (host info, GPUs through nvidia-smi or "
+                            "lazyclusterctl probe) did not end within %.1f s and was stopped",
+                            c->host, o.facts_timeout_ms / 1000.0)
+              : lc__sprintf("%s: its facts step wrote more than %d MiB", c->host,
+                            LC_DISCOVER_FACTS_MAX / (1024 * 1024));
+      lc_group_remove(g, c->host);
+      continue;
+    }
     if ((c->info = lc__calloc(1, sizeof(*c->info))) == NULL ||
         lc__hostfacts_parse(c->info, c->facts.data ? c->facts.data : "", c->facts.len,
                             o.executables, &err) < 0) {

@@ -403,6 +403,17 @@ LC_EXTERN int lc_cluster_start_workers(lc_cluster *c, int n);
 LC_EXTERN int lc_cluster_wait(lc_cluster *c, int timeout_ms);
 
 /**
+ * Cancels the cluster: a start in progress (lc_cluster_start and friends: the master's wait, the
+ * port search, the workers' starts and readiness, the tunnels) stops at its next step, undoes what
+ * it started and returns LC_ECANCELED; every process the cluster's hosts run for it is told to stop
+ * now, so no step waits out its limit; lc_cluster_wait returns LC_ECANCELED (no repair). The
+ * cluster must still be freed. Async-signal-safe and callable from any thread (an atomic flag
+ * and a uv_async_send), also while another thread is inside lc_cluster_start; it is not undone.
+ * Returns 0, or -EINVAL for NULL.
+ */
+LC_EXTERN int lc_cluster_cancel(lc_cluster *c);
+
+/**
  * Sets the number of workers to n: more are started as lc_cluster_start_workers starts them;
  * fewer stop the highest indices (after the worker launcher's retire, if it has one) and remove
  * them: their ports, tunnels and directories go, and the next workers added take those indices

@@ -47,7 +47,8 @@ extern "C" {
   X(EREMOTE, -30008, "remote command failed")                                                      \
   X(ENOPORTS, -30009, "no free port left")                                                         \
   X(EFORWARD, -30010, "port forwarding refused")                                                   \
-  X(ENOTCONNECTED, -30011, "runtime is not connected")
+  X(ENOTCONNECTED, -30011, "runtime is not connected")                                             \
+  X(ECANCELED, -30012, "canceled")
 
 typedef enum lc_errno {
 #define LC__ERR_ENUM(name, value, text) LC_##name = value,

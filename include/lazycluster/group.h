@@ -36,7 +36,8 @@ typedef struct lc_group_options {
   const char *log_dir;
 } lc_group_options;
 
-#define LC_GROUP_OPTIONS_INIT {.version = LC_GROUP_OPTIONS_VERSION}
+#define LC_GROUP_OPTIONS_INIT                                                                      \
+  { .version = LC_GROUP_OPTIONS_VERSION }
 
 /** Initialises opts to the defaults. */
 LC_EXTERN void lc_group_options_init(lc_group_options *opts);
@@ -78,10 +79,19 @@ typedef void (*lc_group_line_cb)(const char *host, const char *line, size_t len,
                                  void *payload);
 
 /**
+ * A report keeps about this many bytes of each host's log: the last whole lines, after a line
+ * "[N lines dropped: ...]" when there were more. Every line still reaches on_line and the log_dir
+ * file; only the report's copy is bounded.
+ */
+#define LC_GROUP_REPORT_LOG_MAX (64 * 1024)
+
+/**
  * Runs command on every runtime at once (fan-out capped). opts gives environment, working
- * directory and a per-host timeout; its on_line is not used: on_line here gets every line with
- * its host. A host whose command exits non-zero is a failure in the report (LC_EREMOTE).
- * Returns 0 (failures are per host), or -ENOMEM/-EINVAL.
+ * directory and a per-host timeout (opts->timeout_ms, 0: none); its on_line is not used: on_line
+ * here gets every line with its host. A host whose command exits non-zero is a failure in the
+ * report (LC_EREMOTE); a host past the timeout has its command stopped (its whole process group
+ * on the host, after the runtime's kill grace) and is a failure with -ETIMEDOUT naming the host
+ * and the seconds. Returns 0 (failures are per host), or -ENOMEM/-EINVAL.
  */
 LC_EXTERN int lc_group_exec(lc_group_report **out, lc_group *g, const char *command,
                             const lc_exec_options *opts, lc_group_line_cb on_line, void *payload);
@@ -147,7 +157,8 @@ LC_EXTERN const char *lc_group_report_message(const lc_group_report *r, size_t i
 LC_EXTERN lc_exec_result lc_group_report_exit(const lc_group_report *r, size_t i);
 /** Seconds the i-th host took. */
 LC_EXTERN double lc_group_report_seconds(const lc_group_report *r, size_t i);
-/** The i-th host's log (steps and output lines), or "". Borrowed. */
+/** The i-th host's log (steps and output lines; the last LC_GROUP_REPORT_LOG_MAX bytes or so), or
+ * "". Borrowed. */
 LC_EXTERN const char *lc_group_report_log(const lc_group_report *r, size_t i);
 /** Frees a report. NULL is fine. */
 LC_EXTERN void lc_group_report_free(lc_group_report *r);

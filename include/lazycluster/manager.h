@@ -19,7 +19,12 @@ extern "C" {
 
 typedef struct lc_discovery lc_discovery;
 
-#define LC_DISCOVER_OPTIONS_VERSION 1
+#define LC_DISCOVER_OPTIONS_VERSION 2
+
+/** Default limit of the facts step on each host (lc_discover_options.facts_timeout_ms). */
+#define LC_DISCOVER_FACTS_TIMEOUT_MS 30000
+/** A host's facts output beyond this many bytes makes it unreachable, with that reason. */
+#define LC_DISCOVER_FACTS_MAX (16 * 1024 * 1024)
 
 /** Where to look and what to keep. A zero field means the default. */
 typedef struct lc_discover_options {
@@ -45,9 +50,17 @@ typedef struct lc_discover_options {
   int fanout;
   /** Non-zero: read every reachable host's facts (implied by any filter). */
   int facts;
+  /* ---- version 2 ---- */
+  /**
+   * Limit in ms of the facts step on each host (host info, GPUs through lazyclusterctl probe or
+   * nvidia-smi); default LC_DISCOVER_FACTS_TIMEOUT_MS. A host past it is unreachable, its reason
+   * naming the host and the step, and what the step started there is ended.
+   */
+  int facts_timeout_ms;
 } lc_discover_options;
 
-#define LC_DISCOVER_OPTIONS_INIT {.version = LC_DISCOVER_OPTIONS_VERSION}
+#define LC_DISCOVER_OPTIONS_INIT                                                                   \
+  { .version = LC_DISCOVER_OPTIONS_VERSION }
 
 /** Initialises opts to the defaults. */
 LC_EXTERN void lc_discover_options_init(lc_discover_options *opts);

@@ -11,6 +11,9 @@
 
 #include "lazycluster.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -69,9 +72,9 @@ int cli_fail(const char *cmd, int err, const char *what);
 int cli_parse_peers(const char *cmd, const char *value, int *out);
 /* The --peers help lines. */
 #define CLI_PEERS_HELP                                                                             \
-  "  --peers WHO             who may connect to our listeners on this machine (the master's\n"    \
-  "                          and workers' ports here, forwards): owner (default: only you),\n"    \
-  "                          owner+root, or any (every local user); others are refused at\n"     \
+  "  --peers WHO             who may connect to our listeners on this machine (the master's\n"     \
+  "                          and workers' ports here, forwards): owner (default: only you),\n"     \
+  "                          owner+root, or any (every local user); others are refused at\n"       \
   "                          once, and each refusal is logged\n"
 
 /* The host-selection options (hostopts.c): -F, --hosts, --inventory, --accept-new-host-keys,
@@ -133,6 +136,11 @@ typedef struct cli_launch {
   char *client_dir; /* NAME/client: the client's files (Dask's TLS files), 0700; goes at down */
   char *why;        /* why the cluster ended, when not by a stop (NAME/ended) */
   int sigfd;
+  /* while cli_start_up runs, a thread takes the signals: it cancels the start (watch.c) */
+  pthread_t watcher;
+  int watching, watch_pipe[2];
+  atomic_int interrupted;     /* the signal that stopped the start, 0 while none */
+  _Atomic(lc_cluster *) live; /* the cluster the watcher cancels, once it exists */
   /* progress */
   int master_up, master_down, ready;
   long up;

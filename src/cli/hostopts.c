@@ -1,7 +1,7 @@
 /*
  * hostopts.c - the host-selection options every subcommand that works on hosts takes:
  * -F FILE, --hosts LIST, --inventory FILE, --accept-new-host-keys, --connect-timeout S,
- * --fanout N, --heartbeat S, --umask MODE.
+ * --facts-timeout S, --fanout N, --heartbeat S, --umask MODE.
  */
 #include "cli.h"
 
@@ -19,8 +19,8 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
     return 1;
   }
   if (strcmp(a, "-F") != 0 && strcmp(a, "--hosts") != 0 && strcmp(a, "--inventory") != 0 &&
-      strcmp(a, "--connect-timeout") != 0 && strcmp(a, "--fanout") != 0 &&
-      strcmp(a, "--heartbeat") != 0 && strcmp(a, "--umask") != 0)
+      strcmp(a, "--connect-timeout") != 0 && strcmp(a, "--facts-timeout") != 0 &&
+      strcmp(a, "--fanout") != 0 && strcmp(a, "--heartbeat") != 0 && strcmp(a, "--umask") != 0)
     return 0;
   if (v == NULL)
     return cli_usage_error(cmd, "%s needs a value", a), -1;
@@ -37,12 +37,15 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
       return cli_usage_error(cmd, "--umask %s: want an octal mode from 000 to 777, e.g. 022", v),
              -1;
     h->runtime.umask = LC_UMASK_SET | (int)m;
-  } else if (strcmp(a, "--connect-timeout") == 0 || strcmp(a, "--heartbeat") == 0) {
+  } else if (strcmp(a, "--connect-timeout") == 0 || strcmp(a, "--heartbeat") == 0 ||
+             strcmp(a, "--facts-timeout") == 0) {
     double s = strtod(v, &end);
     if (*end != '\0' || s <= 0 || s > 3600)
       return cli_usage_error(cmd, "%s %s: want seconds, e.g. 5 or 0.5", a, v), -1;
-    if (a[2] == 'c')
+    if (strcmp(a, "--connect-timeout") == 0)
       h->runtime.connect_timeout_ms = (int)(s * 1000);
+    else if (strcmp(a, "--facts-timeout") == 0)
+      h->discover.facts_timeout_ms = (int)(s * 1000);
     else
       h->runtime.heartbeat_timeout_ms = (int)(s * 1000);
   } else {
@@ -70,6 +73,8 @@ const char *cli_hostopts_help(void) {
          "  --accept-new-host-keys  add unknown host keys to known_hosts (changed keys are\n"
          "                          always refused)\n"
          "  --connect-timeout S     give up on a host after S seconds (default 10)\n"
+         "  --facts-timeout S       give up on a host whose facts (host info, GPUs through\n"
+         "                          nvidia-smi) take more than S seconds (default 30)\n"
          "  --fanout N              hosts worked on at once (default 64)\n"
          "  --heartbeat S           remote processes end S seconds after this program is gone\n"
          "                          (killed, or the network lost; default 60: twice the\n"

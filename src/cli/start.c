@@ -200,8 +200,7 @@ void cli_start_help(FILE *f) {
       "  --insecure              let the type leave its own connections unauthenticated\n"
       "                          (dask: plain tcp:// instead of mutual TLS with the cluster's\n"
       "                          own CA): then any user who can reach the scheduler's port on\n"
-      "                          any host runs code as you. Default: secure\n" CLI_PEERS_HELP
-      "%s\n"
+      "                          any host runs code as you. Default: secure\n" CLI_PEERS_HELP "%s\n"
       "Start limits when none is given, per type:\n"
       "  command                 %s\n"
       "  dask                    %s\n"
@@ -326,8 +325,9 @@ int cli_start_parse(cli_launch *s, int argc, char **argv) {
       /* NAME=VALUE, or NAME: its value here, so that it shows in no command line at all */
       const char *eq = strchr(v, '='), *val = eq ? NULL : getenv(v);
       size_t n = eq ? (size_t)(eq - v) : strlen(v);
-      if (n == 0 || strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
-                        n || (v[0] >= '0' && v[0] <= '9') || s->nproc_env >= 32)
+      if (n == 0 ||
+          strspn(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != n ||
+          (v[0] >= '0' && v[0] <= '9') || s->nproc_env >= 32)
         return cli_usage_error(cmd, "--env %.*s: want NAME=VALUE or NAME (letters, digits, _)",
                                (int)n, v);
       if (eq == NULL && val == NULL)
@@ -656,12 +656,43 @@ static void insecure_warning(const cli_launch *s) {
             dask ? " (Dask over plain tcp://, no TLS)" : "", dask ? "scheduler" : "master");
 }
 
+/*
+ * The watcher: while a start runs (discovery, the master, the workers), SIGINT, SIGTERM and
+ * SIGHUP (not in a supervisor) cancel it; lc_cluster_start then undoes what it made and returns,
+ * and cli_start_up returns 128+N. Discovery has no cancel of its own: its waits are bounded
+ * (--connect-timeout, --facts-timeout) and the start stops right after it.
+ */
+static void *watch_signals(void *arg) {
+  cli_launch *s = arg;
+  for (;;) {
+    struct pollfd p[2] = {{.fd = s->sigfd, .events = POLLIN},
+                          {.fd = s->watch_pipe[0], .events = POLLIN}};
+    struct signalfd_siginfo si;
+    lc_cluster *c;
+    if (poll(p, 2, -1) < 0 && errno != EINTR)
+      return NULL;
+    if (p[1].revents != 0)
+      return NULL; /* the start is over: cli_start_hold takes the signals */
+    if (!(p[0].revents & POLLIN) || read(s->sigfd, &si, sizeof(si)) != sizeof(si))
+      continue;
+    if (si.ssi_signo == SIGHUP && s->supervised)
+      continue;
+    fprintf(stderr, "stopping (%s): undoing what the start made\n",
+            si.ssi_signo == SIGINT    ? "SIGINT"
+            : si.ssi_signo == SIGTERM ? "SIGTERM"
+                                      : "SIGHUP");
+    atomic_store(&s->interrupted, (int)si.ssi_signo);
+    if ((c = atomic_load(&s->live)) != NULL)
+      lc_cluster_cancel(c);
+    return NULL;
+  }
+}
+
+static int start_up(cli_launch *s);
+
 int cli_start_up(cli_launch *s) {
-  lc_control_options o = LC_CONTROL_OPTIONS_INIT;
   sigset_t sigs;
-  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
-  int r;
-  FILE *table;
+  int r, sig;
 
   /* signals arrive through sigfd: block them in every thread before any starts */
   sigemptyset(&sigs);
@@ -674,6 +705,34 @@ int cli_start_up(cli_launch *s) {
     fprintf(stderr, CLI_NAME " %s: signalfd: %s\n", s->cmd, strerror(errno));
     return CLI_EXIT_FAIL;
   }
+  if (pipe2(s->watch_pipe, O_CLOEXEC) < 0 ||
+      pthread_create(&s->watcher, NULL, watch_signals, s) != 0) {
+    fprintf(stderr, CLI_NAME " %s: cannot watch for signals: %s\n", s->cmd, strerror(errno));
+    return CLI_EXIT_FAIL;
+  }
+  s->watching = 1;
+  r = start_up(s);
+  if (write(s->watch_pipe[1], "", 1) < 0) /* the watcher ends; a signal now is hold's */
+    fprintf(stderr, CLI_NAME " %s: cannot stop the signal watcher\n", s->cmd);
+  pthread_join(s->watcher, NULL);
+  s->watching = 0;
+  close(s->watch_pipe[0]);
+  close(s->watch_pipe[1]);
+  if ((sig = atomic_load(&s->interrupted)) != 0) {
+    if (s->why == NULL)
+      s->why = lc__cli_sprintf("stopped by %s while it started", sig == SIGINT    ? "SIGINT"
+                                                                 : sig == SIGTERM ? "SIGTERM"
+                                                                                  : "SIGHUP");
+    return 128 + sig;
+  }
+  return r;
+}
+
+static int start_up(cli_launch *s) {
+  lc_control_options o = LC_CONTROL_OPTIONS_INIT;
+  lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
+  int r;
+  FILE *table;
 
   /* the name first: a taken one is refused before anything starts */
   o.name = s->name;
@@ -693,6 +752,8 @@ int cli_start_up(cli_launch *s) {
     return cli_fail(s->cmd, r, "cannot start the engine");
   if ((r = cli_hosts_connect(s->cmd, &s->h, s->engine, 1, &s->g, &s->d)) != CLI_EXIT_OK)
     return r;
+  if (atomic_load(&s->interrupted))
+    return CLI_EXIT_FAIL; /* after discovery, before anything started on the hosts */
   if (!s->supervised)
     insecure_warning(s);
   if ((r = make_client_dir(s)) < 0)
@@ -704,9 +765,14 @@ int cli_start_up(cli_launch *s) {
   s->co.payload = s;
   if ((r = lc_cluster_new(&s->c, s->g, s->ml, s->wl, &s->co)) < 0)
     return cli_fail(s->cmd, r, "cannot make the cluster");
+  atomic_store(&s->live, s->c);
+  if (atomic_load(&s->interrupted)) /* it came before the watcher could see the cluster */
+    lc_cluster_cancel(s->c);
   lc_control_attach(s->ctl, s->c);
   /* the master and the workers together: what the workers need is made while the master starts */
-  if ((r = lc_cluster_start(s->c, (int)s->workers)) < 0)
+  if ((r = lc_cluster_start(s->c, (int)s->workers)) == LC_ECANCELED)
+    return CLI_EXIT_FAIL; /* the watcher said why */
+  if (r < 0)
     return cli_fail(s->cmd, r,
                     s->master_up ? "the workers did not start" : "the cluster did not start");
   if ((r = make_env(s)) < 0)

@@ -19,6 +19,89 @@ void lc_cluster_options_init(lc_cluster_options *opts) {
   *opts = init;
 }
 
+/* ---- cancel ---------------------------------------------------------------------------------- */
+
+typedef struct cancel_call {
+  lc__call call;
+  lc_cluster *c;
+  int closing;
+} cancel_call;
+
+/* Engine thread: everything the cluster's hosts run is told to stop, so that whatever a start
+ * waits for (the master's port, workers, readiness, a listing) ends now rather than at its
+ * limit; the waiters on the cluster's condition wake up and see the flag. */
+static void stop_all(lc_cluster *c) {
+  lc_runtime *rts[2] = {c->local, NULL};
+  for (size_t i = 0; i < lc_group_count(c->group) + 1; i++) {
+    lc_runtime *rt = i < lc_group_count(c->group) ? lc_group_at(c->group, i) : rts[0];
+    for (lc_process *p = rt != NULL ? rt->procs : NULL; p != NULL; p = p->next)
+      lc__proc_stop(p);
+  }
+  lc__engine_lock(lc__group_engine(c->group));
+  lc__engine_broadcast(lc__group_engine(c->group));
+  lc__engine_unlock(lc__group_engine(c->group));
+  pthread_mutex_lock(&c->mu);
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+}
+
+static void cancel_tick(uv_timer_t *t) { stop_all(t->data); }
+
+/* A step in flight may still launch a process after this (a spawn posted before the cancel):
+ * the timer stops those too, until the cluster is freed. */
+static void cancel_now(uv_async_t *a) {
+  lc_cluster *c = a->data;
+  if (!atomic_load(&c->canceled))
+    return;
+  stop_all(c);
+  if (!uv_is_active((uv_handle_t *)&c->cancel_again))
+    uv_timer_start(&c->cancel_again, cancel_tick, 250, 250);
+}
+
+static void cancel_init_fn(lc__call *call) {
+  lc_cluster *c = ((cancel_call *)call)->c;
+  int r = uv_async_init(lc__engine_loop(lc__group_engine(c->group)), &c->cancel_async, cancel_now);
+  if (r == 0) {
+    c->cancel_async.data = c;
+    uv_timer_init(lc__engine_loop(lc__group_engine(c->group)), &c->cancel_again);
+    c->cancel_again.data = c;
+    c->cancel_ready = 1;
+  }
+  lc__call_done(call, r == 0 ? 0 : lc__err_set(&call->err, -ENOMEM, "cannot make a uv_async"));
+}
+
+static void cancel_closed(uv_handle_t *h) {
+  cancel_call *cc = h->data;
+  if (--cc->closing == 0)
+    lc__call_done(&cc->call, 0);
+}
+
+static void cancel_close_fn(lc__call *call) {
+  cancel_call *cc = (cancel_call *)call;
+  cc->closing = 2;
+  cc->c->cancel_async.data = cc;
+  cc->c->cancel_again.data = cc;
+  uv_close((uv_handle_t *)&cc->c->cancel_async, cancel_closed);
+  uv_close((uv_handle_t *)&cc->c->cancel_again, cancel_closed);
+}
+
+int lc_cluster_cancel(lc_cluster *c) {
+  if (c == NULL)
+    return -EINVAL; /* no lc__error_set: this may run in a signal handler */
+  atomic_store(&c->canceled, 1);
+  if (c->cancel_ready)
+    uv_async_send(&c->cancel_async); /* async-signal-safe */
+  return 0;
+}
+
+int lc__cluster_canceled(lc_cluster *c) {
+  if (!atomic_load(&c->canceled))
+    return 0;
+  return lc__error_set(LC_ECANCELED,
+                       "the cluster's start was canceled (lc_cluster_cancel, or Ctrl-C): what it "
+                       "had started is undone");
+}
+
 int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master,
                    lc_worker_launcher *worker, const lc_cluster_options *opts) {
   lc_cluster *c = NULL;
@@ -138,6 +221,10 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     r = lc_secret_new(&c->secret);
   if (r == 0)
     r = lc__client_init(c);
+  if (r == 0) {
+    cancel_call cc = {.c = c};
+    r = lc__engine_run(lc__group_engine(group), &cc.call, cancel_init_fn);
+  }
 out:
   if (r < 0) {
     lc_cluster_free(c);
@@ -155,6 +242,11 @@ void lc_cluster_free(lc_cluster *c) {
   uint64_t deadline = 0;
   if (c == NULL)
     return;
+  if (c->cancel_ready) {
+    cancel_call cc = {.c = c};
+    c->cancel_ready = 0;
+    lc__engine_run(lc__group_engine(c->group), &cc.call, cancel_close_fn);
+  }
   for (size_t i = 0; i < c->nworkers; i++) {
     lc__process_end_begin(c->workers[i].proc);
     if (c->workers[i].proc != NULL && deadline == 0)
@@ -263,19 +355,23 @@ int lc_cluster_start(lc_cluster *c, int n) {
       lc__repair_started(c);
     return r;
   }
-  if ((r = lc__master_runtime(c)) < 0)
+  if ((r = lc__cluster_canceled(c)) < 0 || (r = lc__master_runtime(c)) < 0)
     return r;
   lc__cluster_workdirs_begin(c);
-  /* one listing of every host picks the master's port and the workers' */
-  if ((r = lc__cluster_scan(c, &sc)) < 0 || (r = lc__master_attempt(c, 0, &sc, &port)) < 0 ||
-      (r = lc__workers_prepare(c, n, &sc, &st)) < 0 || (r = lc__workers_stage(c, &st)) < 0)
+  /* one listing of every host picks the master's port and the workers'; a cancel is seen
+   * between the steps (and ends what a step waits for: cancel_now) */
+  if ((r = lc__cluster_scan(c, &sc)) < 0 || (r = lc__cluster_canceled(c)) < 0 ||
+      (r = lc__master_attempt(c, 0, &sc, &port)) < 0 || (r = lc__cluster_canceled(c)) < 0 ||
+      (r = lc__workers_prepare(c, n, &sc, &st)) < 0 || (r = lc__cluster_canceled(c)) < 0 ||
+      (r = lc__workers_stage(c, &st)) < 0 || (r = lc__cluster_canceled(c)) < 0)
     goto out;
   if (early && (r = lc__workers_spawn(c, &st)) < 0)
     goto out;
   spawned = early;
-  if ((r = lc__master_await(c, port, &retry)) == 0)
+  if ((r = lc__cluster_canceled(c)) == 0 && (r = lc__master_await(c, port, &retry)) == 0 &&
+      (r = lc__cluster_canceled(c)) == 0)
     r = lc__master_finish(c, fwd_mark, &retry);
-  for (int attempt = 1; r < 0 && retry && attempt < 5; attempt++) {
+  for (int attempt = 1; r < 0 && retry && attempt < 5 && !atomic_load(&c->canceled); attempt++) {
     if (spawned)
       lc__workers_unspawn(c, &st);
     spawned = 0;
@@ -283,16 +379,21 @@ int lc_cluster_start(lc_cluster *c, int n) {
         (r = lc__master_await(c, port, &retry)) == 0)
       r = lc__master_finish(c, fwd_mark, &retry);
   }
-  if (r < 0)
+  if (r < 0 || (r = lc__cluster_canceled(c)) < 0)
     goto out;
   if (!spawned && (r = lc__workers_spawn(c, &st)) < 0)
     goto out;
-  if ((r = lc__workers_finish(c, &st)) == 0)
+  if ((r = lc__cluster_canceled(c)) == 0 && (r = lc__workers_finish(c, &st)) == 0 &&
+      (r = lc__cluster_canceled(c)) == 0)
     r = lc__workers_after_start(c, &st);
+  if (r == 0)
+    r = lc__cluster_canceled(c); /* a cancel that came too late to stop a step still undoes */
 out:
   free(sc.per);
   if (r < 0) {
     char saved[LC_ERRMSG_MAX];
+    if (r != LC_ECANCELED && atomic_load(&c->canceled)) /* a step failed because of it */
+      r = lc__cluster_canceled(c);
     snprintf(saved, sizeof(saved), "%s", lc_error_last());
     lc__workers_undo(c, &st);
     lc__master_drop(c);
@@ -436,6 +537,8 @@ int lc_cluster_wait(lc_cluster *c, int timeout_ms) {
     lc_process *some = NULL;
     uint64_t due = 0, now, pause = LC__POLL_MS * 4;
     int pending = 0;
+    if (atomic_load(&c->canceled)) /* no repair after a cancel: it stopped them on purpose */
+      return lc__error_set(LC_ECANCELED, "the cluster was canceled (lc_cluster_cancel)");
     if ((r = lc__repair_look(c, &due, &pending)) < 0)
       return r;
     if (reportable(c->master_proc, 0, c->master_reported))

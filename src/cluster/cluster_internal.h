@@ -7,9 +7,11 @@
 #define LC_CLUSTER_INTERNAL_H
 
 #include "../../launchers/launchers.h"
+
 #include "../group_internal.h"
 #include "../ports_internal.h"
 #include "../runtime_internal.h"
+#include <stdatomic.h>
 
 #include <pthread.h>
 
@@ -77,6 +79,9 @@ typedef struct lc__host {
 
 /* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),
  * except those marked "mu": the engine thread's line callbacks write them under mu. */
+/* A start canceled (lc_cluster_cancel): LC_ECANCELED with its detail, else 0. */
+int lc__cluster_canceled(lc_cluster *c);
+
 struct lc_cluster {
   lc_group *group;         /* borrowed */
   lc_master_launcher *m;   /* borrowed */
@@ -101,6 +106,11 @@ struct lc_cluster {
   int *ports; /* reserved by this cluster */
   size_t nports, capports;
   lc__buf log;
+  /* lc_cluster_cancel: the flag (any thread, a signal handler too) and the engine's wake-up */
+  atomic_int canceled;
+  uv_async_t cancel_async; /* [engine], made by lc_cluster_new */
+  uv_timer_t cancel_again; /* [engine]: stops what a step launched after the cancel too */
+  int cancel_ready;
   pthread_mutex_t mu;  /* the outputs' stderr tails and the counter */
   pthread_cond_t cv;   /* the counter changed */
   long count;          /* mu: lc_cluster_counter_add; 0 when the master starts */

@@ -7,6 +7,8 @@
 #include "lc_test.h"
 #include "runtime_internal.h"
 
+#include "lazycluster/cluster.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -27,6 +29,9 @@ static void test_error_names_and_texts(void) {
   LC_CHECK_STR(lc_err_name(-29999), "LC_EUNKNOWN");
   LC_CHECK_STR(lc_strerror(LC_EKEYLOCKED), "private key is encrypted and cannot be unlocked");
   LC_CHECK_STR(lc_strerror(-ECONNREFUSED), "Connection refused");
+  LC_CHECK_STR(lc_err_name(LC_ECANCELED), "LC_ECANCELED");
+  LC_CHECK_STR(lc_strerror(LC_ECANCELED), "canceled");
+  LC_CHECK(lc_cluster_cancel(NULL) == -EINVAL);
   LC_CHECK_STR(lc_strerror(12345), "unknown error");
   LC_CHECK(lc_error_last() != NULL);
   LC_CHECK(lc__error_set(LC_ECONFIG, "lab%d: bad %s", 3, "thing") == LC_ECONFIG);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# test_cli_help.sh - the defaults that start, hosts, map and exec state in --help are the ones the
+# code uses: each number is read from the public headers (or the runtime's defaults) and looked
+# for in the help text of every command that takes the option.
+set -u
+. "$(dirname "$0")/../support/check.sh"
+ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
+src=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+define() { # HEADER NAME: the value of #define NAME in include/lazycluster/HEADER
+  awk -v n="$2" '$1 == "#define" && $2 == n { print $3 }' "$src/include/lazycluster/$1"
+}
+runtime_default() { # FIELD: the runtime's default for opts.FIELD (src/runtime.c)
+  awk -v f="$1" '$0 ~ "rt->opts." f " = " { sub(/;/, "", $3); print $3; exit }' "$src/src/runtime.c"
+}
+
+connect=$(($(runtime_default connect_timeout_ms) / 1000))
+heartbeat=$(($(runtime_default heartbeat_timeout_ms) / 1000))
+facts=$(($(define manager.h LC_DISCOVER_FACTS_TIMEOUT_MS) / 1000))
+master=$(($(define cluster.h LC_CLUSTER_MASTER_TIMEOUT_MS) / 1000))
+worker=$(($(define cluster.h LC_CLUSTER_WORKER_TIMEOUT_MS) / 1000))
+fanout=$(awk '/->fanout = opts && opts->fanout > 0/ { sub(/;/, "", $NF); print $NF }' "$src/src/group.c")
+check "the defaults were read from the code" \
+  [ -n "$connect" ] && [ -n "$heartbeat" ] && [ -n "$facts" ] && [ -n "$fanout" ]
+echo "  connect $connect s, heartbeat $heartbeat s, facts $facts s, fanout $fanout," \
+  "master $master s, workers $worker s" >&2
+
+for cmd in start hosts map exec; do
+  "$ctl" "$cmd" --help >"$tmp/$cmd" 2>&1
+  h=$(tr -s ' \n' ' ' <"$tmp/$cmd") # options' texts wrap over lines
+  check "$cmd --help: --connect-timeout default $connect" \
+    grep -q -- "--connect-timeout S give up on a host after S seconds (default $connect)" <<<"$h"
+  check "$cmd --help: --facts-timeout default $facts" \
+    grep -q -- "--facts-timeout S .*(default $facts)" <<<"$h"
+  check "$cmd --help: --fanout default $fanout" grep -q -- "--fanout N .*(default $fanout)" <<<"$h"
+  check "$cmd --help: --heartbeat default $heartbeat" \
+    grep -q -- "--heartbeat S .*default $heartbeat)" <<<"$h"
+done
+h=$(tr -s ' \n' ' ' <"$tmp/start")
+check "start --help: master port 60000" grep -q -- "--master-port P .*(default 60000;" <<<"$h"
+check "start --help: worker ports 60001-60199" grep -q -- "(default 60001-60199)" <<<"$h"
+check "start --help: the command type's limits" \
+  grep -q "command master $master s, workers $worker s" <<<"$h"
+check "the code's port defaults are those" \
+  grep -q '"60001-60199"' "$src/src/cluster/cluster.c"
+check "the code's master port default is 60000" \
+  grep -rq 'master_port.*60000\|60000.*master_port\|MASTER_PORT 60000' "$src/src" "$src/include"
+
+checks_done
