@@ -100,7 +100,8 @@ int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening);
 /* Probes of ports on one host (the backend's probe op: a connection to 127.0.0.1:PORT there,
  * no process, no session channel), from any thread but the engine's. start: all at once
  * (-ENOMEM); wait: 1 once all answered (timeout_ms 0: a look); result: per port, 1 accepted, 0
- * refused, negative when the backend cannot tell (then read a listing); free: also before they
+ * not accepted (refused, or a failure the backend cannot explain: read a listing now and then),
+ * negative when the backend knows it cannot tell (then read listings); free: also before they
  * answered (the engine frees it then). */
 typedef struct lc__probe lc__probe;
 int lc__probe_start(lc__probe **out, lc_runtime *rt, const int *ports, size_t n);

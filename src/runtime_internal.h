@@ -177,8 +177,11 @@ struct lc__backend_ops {
   /* Whether something accepts a TCP connection at 127.0.0.1:port on the host (where the
    * cluster's tunnels connect), without a process there: on SSH a direct-tcpip channel, which
    * sshd's MaxSessions does not count. Calls done(arg, r) exactly once, maybe before it returns:
-   * r 1 (accepted, then closed), 0 (refused) or a negative code when it cannot tell (the host
-   * refuses forwarding, the connection is gone). NULL: no probe, read a listing instead. */
+   * r 1 (accepted, then closed), 0 (not accepted: refused, or a failure whose reason the
+   * backend cannot read, which may also be a refused forward) or a negative code when it knows
+   * it cannot tell (the host refuses forwarding, the connection is gone). A 0 is therefore not
+   * the last word: callers read a listing now and then (see readiness.c). NULL: no probe, read
+   * a listing instead. */
   void (*probe)(lc_runtime *rt, int port, void (*done)(void *arg, int r), void *arg);
 };
 

@@ -88,8 +88,9 @@ LC_EXTERN int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms)
  * should listen there, runs: its end ends the wait at once, since every pause is a wait on it
  * (10 ms at first, growing to 50 ms). Each look probes 127.0.0.1:port on the host (on SSH a
  * direct-tcpip channel: no session channel, no process there); a listing of the host runs once
- * the probe got through, every 0.5 s meanwhile, and at every look where the host cannot be
- * probed (its sshd refuses forwarding). For a launcher's wait_ready (lc_cluster_master_runtime and
+ * the probe got through, every second meanwhile (a failed probe may also be a forward the host's
+ * sshd refuses: only a listing tells), and at every look where the backend knows it cannot
+ * probe. For a launcher's wait_ready (lc_cluster_master_runtime and
  * lc_cluster_master_process give both). A listener on port owned by a uid other than the one
  * rt runs as (where the host tells owners: ss -e or /proc/net/tcp's uid column) is never taken
  * for proc's: the wait ends at once. Returns 0; -ETIMEDOUT after timeout_ms; LC_EREMOTE when proc

@@ -367,11 +367,16 @@ static void direct_drive(lc__ssh_chan *k) {
   if (r == SSH_AGAIN)
     return;
   if (k->probe_done != NULL) {
-    /* sshd answers SSH2_OPEN_CONNECT_FAILED (2) when its connect was refused; any other refusal
-     * (forwarding prohibited: 1) says nothing about the port */
+    /* libssh 0.10 keeps an open failure's reason only in the session's last error (no
+     * per-channel code: ssh_packet_channel_open_fail sets the state OPEN_DENIED and the session
+     * error), and other traffic of the session replaces that text before we read it. So a
+     * failed open is "not listening yet", unless the text still says sshd prohibits the
+     * forward (SSH2_OPEN_ADMINISTRATIVELY_PROHIBITED, 1): then the host's probes tell nothing.
+     * A prohibition whose text was replaced is found by the caller: a listing that shows a
+     * listener where the probe failed (readiness.c). */
     probe_tell(k, r == SSH_OK                                        ? 1
-                  : strstr(lc__ssh_err(k->c), " error (2) ") != NULL ? 0
-                                                                     : LC_EREMOTE);
+                  : strstr(lc__ssh_err(k->c), " error (1) ") != NULL ? LC_EREMOTE
+                                                                     : 0);
     lc__tunnel_end(k);
     return;
   }

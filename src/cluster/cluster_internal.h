@@ -17,6 +17,9 @@
 
 #define LC__POLL_MS 50
 #define LC__LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
+/* while probes of a host's ports fail, a readiness listing of it at most this often: a failed
+ * probe may be a refused forward (the reason is not known), which only a listing shows */
+#define LC__PROBE_LISTING_MS 1000
 #define LC__TAIL_LINES 8
 /* The cluster-wide part of the workers' context, one file in each host's working directory. */
 #define LC__CONTEXT_FILE "cluster-context"

@@ -2,7 +2,8 @@
  * readiness.c - whether a process's port listens: polled by waiting on the process with a short
  * limit, then probing the port (a connection to it, no process on the host) and, once it
  * accepted, reading the host's listening ports to tell whose it is (never a fixed sleep); many
- * hosts overlapped, a slow host holding up no other.
+ * hosts overlapped, a slow host holding up no other. While probes fail a listing runs only once
+ * a second, since a failed probe may also be a forward the host refuses.
  */
 #include "cluster_internal.h"
 
@@ -30,29 +31,48 @@ static int host_listing_start(lc_cluster *c, size_t first, size_t h, lc__listing
   return lc__listing_start(out, lc_group_at(c->group, h), ports, n);
 }
 
-/* Starts a probe of the ports of host h's workers first.. not ready yet (ports: room for all). */
-static int host_probe_start(lc_cluster *c, size_t first, size_t h, lc__probe **out, int *ports) {
+/* Starts a probe of the ports of host h's workers first.. not ready yet whose port did not
+ * accept yet (acc: per worker; ports: room for all workers and one more), and of port check
+ * when it is not 0: a port a listing showed ours. */
+static int host_probe_start(lc_cluster *c, size_t first, size_t h, const char *acc, int check,
+                            lc__probe **out, int *ports) {
   size_t n = 0;
   for (size_t i = first; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
-    if (!w->ready && lc__cluster_host_index(c, w->rt) == h)
+    if (!w->ready && !acc[i] && lc__cluster_host_index(c, w->rt) == h)
       ports[n++] = w->info.port;
   }
+  if (check != 0)
+    ports[n++] = check;
   return lc__probe_start(out, lc_group_at(c->group, h), ports, n);
 }
 
-/* A probe of host h ended: 1 when one of its ports accepted (a listing is to tell whose it
- * is), 0 when none did; *blind set when the backend could not tell for one of them. */
-static int host_probe_judge(const lc__probe *x, int *blind) {
+/* A probe of host h, started by host_probe_start, ended (no listing of h ran meanwhile, so its
+ * workers not ready are those it asked): acc[i] set for each worker whose port accepted. Returns
+ * 1 when every worker of h not ready yet has accepted (a listing is to tell whose the ports
+ * are). *blind set when the backend cannot tell for a port, or when port check, which a listing
+ * showed ours, did not accept: the host's probes fail where something listens (forwarding
+ * refused, a firewall on loopback), so only listings can tell. */
+static int host_probe_judge(lc_cluster *c, size_t first, size_t h, const lc__probe *x, int check,
+                            char *acc, int *blind) {
   const int *ports = NULL;
-  size_t n = 0;
+  size_t n = 0, j = 0;
   const int *res = lc__probe_result(x, &ports, &n);
-  int any = 0;
-  for (size_t j = 0; j < n; j++) {
-    any |= res[j] == 1;
-    *blind |= res[j] < 0;
+  int all = 1;
+  for (size_t i = first; i < c->nworkers; i++) {
+    lc__worker *w = &c->workers[i];
+    if (w->ready || lc__cluster_host_index(c, w->rt) != h)
+      continue;
+    if (!acc[i] && j < n && ports[j] == w->info.port) {
+      acc[i] = res[j] == 1;
+      *blind |= res[j] < 0;
+      j++;
+    }
+    all &= acc[i];
   }
-  return any;
+  if (check != 0 && j < n && ports[j] == check)
+    *blind |= res[j] != 1;
+  return all;
 }
 
 /*
@@ -61,11 +81,18 @@ static int host_probe_judge(const lc__probe *x, int *blind) {
  * to LC__LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no
  * other and a host whose workers are all up is left alone. A probe connects to each port at
  * 127.0.0.1 on the host, where the tunnels connect (on SSH a direct-tcpip channel: no session
- * channel, no process, so a host whose workers hold its channels is still polled); only once a
- * port accepted does a listing of the host tell whose it is. A worker is ready when its port
+ * channel, no process, so a host whose workers hold its channels is still polled); a port that
+ * accepted is not asked again, and once all of a host's waiting ports accepted, a listing of the
+ * host tells whose they are (one listing per host, usually). A worker is ready when its port
  * listens for the cluster's user there: another uid's listener on it means a stranger took the
- * port, and the wait ends with that error (-EADDRINUSE). A host whose backend cannot probe (no
- * probe, forwarding refused) is polled with listings alone. Ends at the first worker that died.
+ * port, and the wait ends with that error (-EADDRINUSE).
+ * A failed probe is "not yet", but the backend may not know why it failed (libssh 0.10 does not
+ * keep a channel's open-failure reason), so while some probes fail a listing still runs every
+ * LC__PROBE_LISTING_MS (it also makes the workers already up ready); when such a listing shows
+ * ours a port whose probe failed, the next probe asks that port again, and if it fails there the
+ * host's probes cannot see (forwarding refused): from then on, as for a backend without probes,
+ * the host is polled with listings alone.
+ * Ends at the first worker that died.
  */
 int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   uint64_t t0 = lc__now_ms();
@@ -73,19 +100,26 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   lc__listing **ls = lc__calloc(nh + 1, sizeof(*ls));
   lc__probe **pr = lc__calloc(nh + 1, sizeof(*pr));
   uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
+  uint64_t *listed = lc__calloc(nh + 1, sizeof(*listed)); /* when a listing last started */
   unsigned *gap = lc__calloc(nh + 1, sizeof(*gap));
+  int *check = lc__calloc(nh + 1, sizeof(*check));   /* a port a listing found ours unprobed */
+  int *probed = lc__calloc(nh + 1, sizeof(*probed)); /* the check port the running probe asks */
   char *needed = lc__calloc(nh + 1, 1);
-  char *confirm = lc__calloc(nh + 1, 1); /* a port accepted: a listing tells whose */
-  char *blind = lc__calloc(nh + 1, 1);   /* probes cannot tell: listings alone */
-  int *ports = lc__calloc(c->nworkers + 1, sizeof(*ports));
+  char *confirm = lc__calloc(nh + 1, 1);      /* all ports accepted: a listing tells whose */
+  char *blind = lc__calloc(nh + 1, 1);        /* probes cannot tell: listings alone */
+  char *acc = lc__calloc(c->nworkers + 1, 1); /* the worker's port accepted a probe */
+  int *ports = lc__calloc(c->nworkers + 2, sizeof(*ports));
   char msg[4096];
   int r = 0;
 
-  if (ls == NULL || pr == NULL || next == NULL || gap == NULL || needed == NULL ||
-      confirm == NULL || blind == NULL || ports == NULL) {
+  if (ls == NULL || pr == NULL || next == NULL || listed == NULL || gap == NULL || check == NULL ||
+      probed == NULL || needed == NULL || confirm == NULL || blind == NULL || acc == NULL ||
+      ports == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
+  for (size_t h = 0; h < nh; h++)
+    listed[h] = t0;
   for (;;) {
     size_t pending = 0;
     lc__listing *busy = NULL;
@@ -96,10 +130,16 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
       int b = 0;
       if (pr[h] == NULL || !lc__probe_wait(pr[h], 0))
         continue;
-      confirm[h] = (char)host_probe_judge(pr[h], &b);
+      confirm[h] = (char)host_probe_judge(c, first, h, pr[h], probed[h], acc, &b);
+      if (b && !blind[h])
+        lc__cluster_note(c,
+                         "%s: probes of its ports fail where a port listens (TCP forwarding "
+                         "refused?): readiness reads listings of the host",
+                         lc_runtime_name(lc_group_at(c->group, h)));
       blind[h] |= (char)b;
       lc__probe_free(pr[h]);
       pr[h] = NULL;
+      probed[h] = 0;
       gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
       if (gap[h] > LC__LISTING_GAP_MAX_MS)
         gap[h] = LC__LISTING_GAP_MAX_MS;
@@ -121,10 +161,15 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
         snprintf(whose, sizeof(whose), "%s's %s", lc_runtime_name(w->rt), worker_name(w));
         if ((r = lc__ports_judge_owner(w->rt, w->info.port, ps, whose)) < 0)
           goto out;
-        if (r == 0)
+        if (r == 0) {
+          acc[i] = 0; /* accepted, but not listed (yet): probed again */
           continue;
+        }
         r = 0;
         w->ready = 1;
+        /* found by a listing though its probes failed: the next probe asks this port too */
+        if (!acc[i] && !blind[h])
+          check[h] = w->info.port;
         lc__cluster_note(c, "%s ready on port %d", w->out->tag, w->info.port);
         lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
       }
@@ -175,13 +220,21 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
     }
     for (size_t h = 0; h < nh; h++) {
       if (needed[h] && ls[h] == NULL && pr[h] == NULL) {
-        if (confirm[h] || (blind[h] && now >= next[h])) {
+        /* a listing: to tell whose the ports are once all accepted; for a host whose probes
+         * cannot tell, at the probes' pace; while probes fail, once every LC__PROBE_LISTING_MS.
+         * A port to check first goes to a probe. */
+        int by = confirm[h] && check[h] == 0;
+        if (by || (blind[h] && now >= next[h]) ||
+            (!blind[h] && check[h] == 0 && now >= listed[h] + LC__PROBE_LISTING_MS)) {
           confirm[h] = 0;
+          listed[h] = now;
           if ((r = host_listing_start(c, first, h, &ls[h], ports)) < 0)
             goto out;
-        } else if (!blind[h] && now >= next[h] &&
-                   (r = host_probe_start(c, first, h, &pr[h], ports)) < 0) {
-          goto out;
+        } else if (!blind[h] && (now >= next[h] || check[h] != 0)) {
+          probed[h] = check[h];
+          check[h] = 0;
+          if ((r = host_probe_start(c, first, h, acc, probed[h], &pr[h], ports)) < 0)
+            goto out;
         }
       }
       busy = ls[h] != NULL ? ls[h] : busy;
@@ -203,10 +256,14 @@ out:
   free(ls);
   free(pr);
   free(next);
+  free(listed);
   free(gap);
+  free(check);
+  free(probed);
   free(needed);
   free(confirm);
   free(blind);
+  free(acc);
   free(ports);
   return r;
 }

@@ -387,9 +387,9 @@ out:
 /* The pause between two looks grows from 10 ms to 50 ms: most services listen within a few ms. */
 #define WAIT_PAUSE_FIRST_MS 10
 #define WAIT_PAUSE_MAX_MS 50
-/* while probes are refused, a listing now and then: a listener on another address than
- * 127.0.0.1 */
-#define WAIT_LISTING_MS 500
+/* while probes fail, a listing now and then: a listener on another address than 127.0.0.1, or
+ * a host that refuses forwards (the probe's failure reason is not known, see tunnel.c) */
+#define WAIT_LISTING_MS 1000
 
 int lc__ports_judge_owner(lc_runtime *rt, int port, const lc__portscan *ps, const char *whose) {
   const lc__listener *other = lc__portscan_stranger(ps, port);
@@ -408,12 +408,13 @@ int lc__ports_judge_owner(lc_runtime *rt, int port, const lc__portscan *ps, cons
  * A poll costs no session channel while the port refuses: each look probes it (a connection to
  * 127.0.0.1:port on the host; on SSH a direct-tcpip channel), and a listing, which tells whose
  * the listener is, runs once the probe got through, or at most every WAIT_LISTING_MS meanwhile
- * (a listener on another address only than 127.0.0.1 is seen by a listing alone), or at every
- * look where the backend cannot probe (no probe op, forwarding refused).
+ * (a listener on another address only than 127.0.0.1, or one on a host that refuses forwards, is
+ * seen by a listing alone), or at every look where the backend knows it cannot probe (no probe
+ * op, the connection gone).
  */
 int lc_ports_wait_listening(lc_runtime *rt, int port, lc_process *proc, int timeout_ms) {
   uint64_t deadline = lc__now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
-  uint64_t listed_at = 0;
+  uint64_t listed_at = lc__now_ms(); /* the first listing waits for a probe, or for the pace */
   int pause = WAIT_PAUSE_FIRST_MS, blind = 0;
   char whose[64];
   if (rt == NULL || proc == NULL || port < 1 || port > 65535)

@@ -9,6 +9,10 @@
  *    start (the cap learned from the host's refusals), eight times on new connections; 40 are more
  * than its connections can carry, and the start fails at once with a message naming the host, the
  * number of processes and MaxSessions (never "did not listen" after a silent queue), leaving
+ * nothing behind;
+ *  - readiness polls without a session channel per look: while workers are not listening yet
+ *    their ports are probed (direct-tcpip), and a listing of the host runs about once a second;
+ *    sshd's own log counts the session channels of a start of slow workers;
  * nothing behind.
  */
 #include "clusterenv.h"
@@ -23,6 +27,9 @@ static char ctl[4096];
 static char master_tmpl[4200];
 static char remove_extra_host[8400];
 static const char *worker_tmpl = "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
+/* workers that listen only after 3 s: readiness polls a while */
+static const char *slow_worker_tmpl =
+    "sleep 3; exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
 
 /* A group of one host (user@alias) in the ssh config at config, with lazyclusterctl shipped. */
 static lc_group *group_of(const char *host, const char *config) {
@@ -215,6 +222,66 @@ static void test_low_max_sessions(void) {
   remove_extra_host[0] = '\0';
 }
 
+/* Lines of file path that contain text (sshd's log: appended to, never cut). */
+static int lines_with(const char *path, const char *text) {
+  char line[2048];
+  int n = 0;
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, text) != NULL;
+  fclose(f);
+  return n;
+}
+
+/*
+ * Session channels of a start whose 8 workers listen only after 3 s (sshd LogLevel DEBUG1 counts
+ * them): one per worker plus a few (the host's facts, the context file, readiness listings about
+ * once a second while the probes of the ports fail). Polling readiness with a listing at each
+ * look (every 10-250 ms) cost 59 here; with probes 16. Nothing is left after the stop.
+ */
+static void test_readiness_sessions(void) {
+  char dir[4096], cmd[8400], config[4200], log[4200];
+  lc_group *g = NULL;
+  lc_cluster *c = NULL;
+  int st, before, after;
+  snprintf(dir, sizeof(dir), "%s-debuglog", th_dir());
+  snprintf(cmd, sizeof(cmd), "%s up 1 --dir %s --sshd-option 'LogLevel DEBUG1' >/dev/null",
+           th_script(), dir);
+  snprintf(remove_extra_host, sizeof(remove_extra_host), "%s down --dir %s", th_script(), dir);
+  st = system(cmd); /* NOLINT(cert-env33-c): the testhosts script */
+  LC_REQUIRE(st == 0);
+  snprintf(config, sizeof(config), "%s/ssh_config", dir);
+  snprintf(log, sizeof(log), "%s/hosts/0/sshd.log", dir);
+  g = group_of("lab0", config);
+  LC_CHECK(g != NULL);
+  if (g != NULL) {
+    const char *fast = worker_tmpl;
+    worker_tmpl = slow_worker_tmpl;
+    before = lines_with(log, "ctype session");
+    LC_CHECK_OK(start_workers(g, 8, 63100, &c));
+    after = lines_with(log, "ctype session");
+    worker_tmpl = fast;
+    fprintf(stderr, "  session channels of the start: %d (direct-tcpip so far: %d)\n",
+            after - before, lines_with(log, "ctype direct-tcpip"));
+    LC_CHECK(before >= 0);
+    LC_CHECK(after - before >= 8);
+    LC_CHECK(after - before <= 8 + 16);
+    if (c != NULL && lc_cluster_worker_count(c) == 8) {
+      check_answers(c, 8);
+      LC_CHECK(count_on(dir, "serve 631") == 8);
+    }
+    cluster_done(c);
+    LC_CHECK(count_on(dir, "serve 631") == 0);
+    LC_CHECK(count_on(dir, "sleep 3") == 0);
+    LC_CHECK(listening_of(lc_group_at(g, 0), 63100, 100) == 0);
+    lc_group_free(g);
+  }
+  LC_CHECK(system(remove_extra_host) == 0); /* NOLINT(cert-env33-c) */
+  remove_extra_host[0] = '\0';
+}
+
 /*
  * A host whose sshd refuses TCP forwarding (AllowTcpForwarding no): readiness cannot probe its
  * ports and reads listings instead: a master there and 6 workers without tunnels start; with the
@@ -269,10 +336,9 @@ static void test_forwarding_refused(void) {
 
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_48_workers_api),
-      LC_TEST(test_48_workers_cli_fish),
-      LC_TEST(test_low_max_sessions),
-      LC_TEST(test_forwarding_refused),
+      LC_TEST(test_48_workers_api),     LC_TEST(test_48_workers_cli_fish),
+      LC_TEST(test_low_max_sessions),   LC_TEST(test_forwarding_refused),
+      LC_TEST(test_readiness_sessions),
   };
   int r;
   th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
