@@ -17,13 +17,16 @@ runtime_default() { # FIELD: the runtime's default for opts.FIELD (src/runtime.c
 }
 
 connect=$(($(runtime_default connect_timeout_ms) / 1000))
-heartbeat=$(($(runtime_default heartbeat_timeout_ms) / 1000))
+keepalive=$(($(runtime_default keepalive_timeout_ms) / 1000))
+# the heartbeat limit defaults to twice the keepalive limit (src/runtime.c heartbeat_settle)
+grep -q 'long long least = 2LL \* rt->opts.keepalive_timeout_ms;' "$src/src/runtime.c" &&
+  heartbeat=$((2 * keepalive))
 facts=$(($(define manager.h LC_DISCOVER_FACTS_TIMEOUT_MS) / 1000))
 master=$(($(define cluster.h LC_CLUSTER_MASTER_TIMEOUT_MS) / 1000))
 worker=$(($(define cluster.h LC_CLUSTER_WORKER_TIMEOUT_MS) / 1000))
 fanout=$(awk '/->fanout = opts && opts->fanout > 0/ { sub(/;/, "", $NF); print $NF }' "$src/src/group.c")
 check "the defaults were read from the code" \
-  [ -n "$connect" ] && [ -n "$heartbeat" ] && [ -n "$facts" ] && [ -n "$fanout" ]
+  [ -n "$connect" ] && [ -n "${heartbeat:-}" ] && [ -n "$facts" ] && [ -n "$fanout" ]
 echo "  connect $connect s, heartbeat $heartbeat s, facts $facts s, fanout $fanout," \
   "master $master s, workers $worker s" >&2
 
@@ -36,7 +39,7 @@ for cmd in start hosts map exec; do
     grep -q -- "--facts-timeout S .*(default $facts)" <<<"$h"
   check "$cmd --help: --fanout default $fanout" grep -q -- "--fanout N .*(default $fanout)" <<<"$h"
   check "$cmd --help: --heartbeat default $heartbeat" \
-    grep -q -- "--heartbeat S .*default $heartbeat)" <<<"$h"
+    grep -q -- "--heartbeat S .*default $heartbeat: twice the $keepalive s keepalive" <<<"$h"
 done
 h=$(tr -s ' \n' ' ' <"$tmp/start")
 check "start --help: master port 60000" grep -q -- "--master-port P .*(default 60000;" <<<"$h"
