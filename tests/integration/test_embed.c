@@ -10,6 +10,7 @@
  * status 141, which ctest reports as a failure.
  */
 #include "lc_test.h"
+#include "lines.h"
 #include "testenv.h"
 
 #include <arpa/inet.h>
@@ -34,26 +35,8 @@ static uint64_t now_ms(void) {
 
 typedef struct svc {
   lc_process *proc;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  char text[8192];
-  size_t len;
+  lines out;
 } svc;
-
-static void svc_line(const char *line, size_t len, lc_stream stream, void *payload) {
-  svc *s = payload;
-  if (stream == LC_STDERR)
-    fprintf(stderr, "  [service] %.*s\n", (int)len, line);
-  pthread_mutex_lock(&s->mu);
-  if (s->len + len + 2 < sizeof(s->text)) {
-    memcpy(s->text + s->len, line, len);
-    s->len += len;
-    s->text[s->len++] = '\n';
-    s->text[s->len] = '\0';
-  }
-  pthread_cond_broadcast(&s->cv);
-  pthread_mutex_unlock(&s->mu);
-}
 
 /* Writes script into the runtime's working directory as NAME and starts "python3 NAME ARGS". */
 static svc *svc_start(lc_runtime *rt, const char *name, const char *script, const char *args) {
@@ -63,20 +46,21 @@ static svc *svc_start(lc_runtime *rt, const char *name, const char *script, cons
   svc *s = calloc(1, sizeof(*s));
   if (s == NULL)
     return NULL;
-  pthread_mutex_init(&s->mu, NULL);
-  pthread_cond_init(&s->cv, NULL);
+  lines_init(&s->out, "service");
   if (lc_runtime_workdir(&wd, rt) < 0 ||
       (snprintf(path, sizeof(path), "%s/%s", wd, name),
        lc_runtime_write_file(rt, path, script, strlen(script), 0600, 30000) < 0)) {
     fprintf(stderr, "  %s: cannot write %s: %s\n", lc_runtime_name(rt), name, lc_error_last());
+    lines_destroy(&s->out);
     free(s);
     return NULL;
   }
   snprintf(cmd, sizeof(cmd), "exec python3 '%s' %s", path, args);
-  eo.on_line = svc_line;
-  eo.payload = s;
+  eo.on_line = lines_line;
+  eo.payload = &s->out;
   if (lc_runtime_spawn(&s->proc, rt, cmd, &eo) < 0) {
     fprintf(stderr, "  %s: spawn: %s\n", lc_runtime_name(rt), lc_error_last());
+    lines_destroy(&s->out);
     free(s);
     return NULL;
   }
@@ -85,33 +69,14 @@ static svc *svc_start(lc_runtime *rt, const char *name, const char *script, cons
 
 /* Waits until the service printed a line containing what; 0 or -1. */
 static int svc_wait(svc *s, const char *what, int ms) {
-  uint64_t end = now_ms() + (uint64_t)ms;
-  int r = -1;
-  pthread_mutex_lock(&s->mu);
-  while (strstr(s->text, what) == NULL && now_ms() < end) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
-  }
-  if (strstr(s->text, what) != NULL)
-    r = 0;
-  else
-    fprintf(stderr, "  no \"%s\" from the service; it wrote: %s\n", what, s->text);
-  pthread_mutex_unlock(&s->mu);
-  return r;
+  return lines_wait(&s->out, what, 0, NULL, 0, ms);
 }
 
 static void svc_free(svc *s) {
   if (s == NULL)
     return;
   lc_process_free(s->proc);
-  pthread_mutex_destroy(&s->mu);
-  pthread_cond_destroy(&s->cv);
+  lines_destroy(&s->out);
   free(s);
 }
 
@@ -360,17 +325,16 @@ static void test_sigpipe_local_runtime(void) {
 static void test_masks(void) {
   lc_runtime *rt = NULL;
   sigset_t mine;
-  svc s;
+  lines out;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_exec_result res;
-  memset(&s, 0, sizeof(s));
-  pthread_mutex_init(&s.mu, NULL);
-  pthread_cond_init(&s.cv, NULL);
+  lines_init(&out, "grep");
   LC_REQUIRE_OK(lc_runtime_new_local(&rt, engine, NULL));
-  eo.on_line = svc_line;
-  eo.payload = &s;
+  eo.on_line = lines_line;
+  eo.payload = &out;
   LC_CHECK_OK(lc_runtime_exec(&res, rt, "grep SigBlk /proc/self/status", &eo));
-  LC_CHECK_CONTAINS(s.text, "SigBlk:\t0000000000000000");
+  LC_CHECK_CONTAINS(out.text, "SigBlk:\t0000000000000000");
+  lines_destroy(&out);
   lc_runtime_free(rt);
   pthread_sigmask(SIG_BLOCK, NULL, &mine);
   LC_CHECK(!sigismember(&mine, SIGPIPE));

@@ -14,6 +14,7 @@
  * receive is hashed at both ends. LC_FWD_BYTES overrides the 1 GiB of the integrity test.
  */
 #include "lc_test.h"
+#include "lines.h"
 #include "testenv.h"
 
 #include <arpa/inet.h>
@@ -176,26 +177,9 @@ static int listen_here(int *port) {
 typedef struct ep {
   lc_process *proc;
   const char *where;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  size_t len;
-  char text[32 * 1024]; /* its lines, each ending in \n */
+  char who[64]; /* "tcptool on HOST" */
+  lines out;
 } ep;
-
-static void ep_line(const char *line, size_t len, lc_stream stream, void *payload) {
-  ep *e = payload;
-  if (stream == LC_STDERR)
-    fprintf(stderr, "  [tcptool on %s] %s\n", e->where, line);
-  pthread_mutex_lock(&e->mu);
-  if (e->len + len + 2 < sizeof(e->text)) {
-    memcpy(e->text + e->len, line, len);
-    e->len += len;
-    e->text[e->len++] = '\n';
-    e->text[e->len] = '\0';
-  }
-  pthread_cond_broadcast(&e->cv);
-  pthread_mutex_unlock(&e->mu);
-}
 
 /* Starts "tcptool ARGS" on h; NULL (with the reason printed) when it cannot start. */
 static ep *ep_start(host *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -210,76 +194,28 @@ static ep *ep_start(host *h, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(args, sizeof(args), fmt, ap);
   va_end(ap);
-  pthread_mutex_init(&e->mu, NULL);
-  pthread_cond_init(&e->cv, NULL);
   e->where = lc_runtime_name(h->rt);
-  eo.on_line = ep_line;
-  eo.payload = e;
+  snprintf(e->who, sizeof(e->who), "tcptool on %s", e->where);
+  lines_init(&e->out, e->who);
+  eo.on_line = lines_line;
+  eo.payload = &e->out;
   snprintf(cmd, sizeof(cmd), "exec '%s' %s", h->tool, args);
   if ((r = lc_runtime_spawn(&e->proc, h->rt, cmd, &eo)) < 0) {
     fprintf(stderr, "  spawn on %s: %s: %s\n", e->where, lc_err_name(r), lc_error_last());
+    lines_destroy(&e->out);
     free(e);
     return NULL;
   }
   return e;
 }
 
-/* The line after the n-th (0: first) line starting with prefix, or NULL. Called locked. */
-static const char *find_line(const ep *e, const char *prefix, int n) {
-  size_t plen = strlen(prefix);
-  for (const char *p = e->text; *p != '\0';) {
-    const char *nl = strchr(p, '\n');
-    if (strncmp(p, prefix, plen) == 0 && n-- == 0)
-      return p;
-    p = nl ? nl + 1 : p + strlen(p);
-  }
-  return NULL;
-}
-
 /* Waits up to ms for a line starting with prefix; copies it (without \n) to out. 0 or -1. */
 static int ep_wait_line(ep *e, const char *prefix, char *out, size_t size, int ms) {
-  uint64_t end = now_ms() + (uint64_t)ms;
-  const char *p;
-  int r = -1;
-  if (e == NULL)
-    return -1;
-  pthread_mutex_lock(&e->mu);
-  while ((p = find_line(e, prefix, 0)) == NULL && now_ms() < end) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100000000L;
-    if (ts.tv_nsec >= 1000000000) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&e->cv, &e->mu, &ts);
-  }
-  if (p != NULL) {
-    size_t n = strcspn(p, "\n");
-    if (out != NULL) {
-      if (n >= size)
-        n = size - 1;
-      memcpy(out, p, n);
-      out[n] = '\0';
-    }
-    r = 0;
-  }
-  pthread_mutex_unlock(&e->mu);
-  if (r < 0)
-    fprintf(stderr, "  tcptool on %s: no \"%s\" line within %d ms; it printed:\n%s", e->where,
-            prefix, ms, e->text);
-  return r;
+  return e != NULL ? lines_wait(&e->out, prefix, 1, out, size, ms) : -1;
 }
 
 /* How many lines start with prefix. */
-static int ep_count(ep *e, const char *prefix) {
-  int n = 0;
-  pthread_mutex_lock(&e->mu);
-  while (find_line(e, prefix, n) != NULL)
-    n++;
-  pthread_mutex_unlock(&e->mu);
-  return n;
-}
+static int ep_count(ep *e, const char *prefix) { return lines_count(&e->out, prefix); }
 
 /* The port a listening tcptool printed, or -1. */
 static int ep_port(ep *e) {
@@ -306,8 +242,7 @@ static void ep_free(ep *e) {
   if (e == NULL)
     return;
   lc_process_free(e->proc);
-  pthread_mutex_destroy(&e->mu);
-  pthread_cond_destroy(&e->cv);
+  lines_destroy(&e->out);
   free(e);
 }
 
@@ -445,7 +380,7 @@ static void run_clients(host *from, ep *srv, const int *ports, int nports, int c
   LC_CHECK(ep_end(cli, 30000) == 0);
   LC_CHECK(ep_end(srv, 30000) == 0); /* served its count of connections */
   LC_CHECK(ep_count(srv, "echoed ") == count);
-  LC_CHECK(ep_count(srv, "echoed ") > 0 && strstr(srv->text, "reset") == NULL);
+  LC_CHECK(ep_count(srv, "echoed ") > 0 && strstr(srv->out.text, "reset") == NULL);
   ep_free(cli);
 }
 
