@@ -208,6 +208,13 @@ void lc__runtime_lost(lc_runtime *rt, const lc__err *err) {
  * A plain user's SIGTERM reaches only that user's processes.
  */
 static void lost_add(lc_runtime *rt, const char *id) {
+  if (id[0] == '\0') { /* no id (getrandom failed at its start): nothing can find it */
+    lc__engine_lock(rt->engine);
+    snprintf(rt->lost_why, sizeof(rt->lost_why), "%s: a lifeline had no id", rt->name);
+    lc__engine_unlock(rt->engine);
+    __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
+    return;
+  }
   if (rt->nlost == rt->lost_cap) {
     size_t cap = rt->lost_cap ? 2 * rt->lost_cap : 16;
     char(*v)[20] = lc__realloc(rt->lost_ids, cap * sizeof(*v));
@@ -251,7 +258,9 @@ static void lost_sweep_done(lc_process *p, void *arg) {
     lc__engine_unlock(rt->engine);
     rt->nlost = 0;
     __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
-  }              /* else lost again meanwhile: the next connection tries again */
+  } else {
+    /* lost again meanwhile: the ids stay for the next connection's sweep */
+  }
   proc_unref(p); /* the reference lost_sweep_start held */
   if (rt->nlost > 0 && lc_runtime_is_connected(rt))
     lost_sweep_start(rt);
@@ -606,8 +615,8 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
     }
   }
   /* a lifeline cut by a lost connection may still run on the host */
-  if (rt != NULL && p->lifeline && p->id[0] != '\0' && err != NULL && err->code < 0 &&
-      !lc_runtime_is_connected(rt) && !p->exited)
+  if (rt != NULL && p->lifeline && err != NULL && err->code < 0 && !lc_runtime_is_connected(rt) &&
+      !p->exited)
     lost_add(rt, p->id);
   if (rt != NULL) {
     if (p->prev)
