@@ -141,9 +141,9 @@ static void check_nothing_left(void) {
   for (int t = 0; t < 40 && (p != 0 || l != 0 || d != 0 || s != 0); t++) {
     if (t > 0)
       usleep(500 * 1000);
-    p = th_count_everywhere(HOSTS, "^serve 627") + procs("sleep 4343");
+    p = th_count_everywhere(HOSTS, "^serve 647") + procs("sleep 4343");
     s = procs("lc-lifeline") + procs("lc-run");
-    l = listeners(62700, 62730);
+    l = listeners(64700, 64730);
     d = workdirs();
   }
   fprintf(stderr, "  left: %d processes, %d lifelines or commands, %d listeners, %d directories\n",
@@ -183,8 +183,8 @@ static void test_sweep_after_loss(void) {
   LC_REQUIRE(bpid > 1);
 
   LC_REQUIRE_OK(th_command_type_with(&m, &w, master_tmpl, worker_tmpl, NULL));
-  o.master_port = 62700;
-  o.worker_ports = "62701-62730";
+  o.master_port = 64700;
+  o.worker_ports = "64701-64730";
   o.host_loss = LC_HOST_LOSS_WAIT;
   o.on_event = on_event;
   o.payload = &s;
@@ -226,7 +226,7 @@ static void test_sweep_after_loss(void) {
   /* the token, not the user or the host, chose: the other connection's process still runs */
   LC_CHECK(alive(bpid, "^sleep 4343"));
   LC_CHECK(lc_process_wait(NULL, bystander, 0) == -ETIMEDOUT);
-  LC_CHECK(th_count_everywhere(HOSTS, "^serve 627") == 3); /* master, 2 workers: no old one */
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 647") == 3); /* master, 2 workers: no old one */
   LC_CHECK(procs("lost-sweep") == 0);
 
   lc_cluster_free(c);

@@ -247,7 +247,9 @@ static void check_cluster(const char *host) {
       LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 1);
       s.needle = "lc-lifeline";
       LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
-      LC_CHECK_CONTAINS(s.line, " worker-0 ");
+      /* the label, then the lifeline's id (any order of pids: they wrap around) */
+      s.needle = " worker-0 lc-id=";
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
     }
   }
   lc_cluster_free(c);
