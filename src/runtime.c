@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -96,6 +97,7 @@ static void runtime_release(lc_runtime *rt) {
   free(rt->workdir_root);
   free(rt->workdir);
   free(rt->fresh_listing);
+  free(rt->lost_ids);
   free(rt);
 }
 
@@ -146,12 +148,16 @@ static void proc_kick_soon(lc_process *p) {
   }
 }
 
+static void lost_sweep_start(lc_runtime *rt);
+static void proc_unref(lc_process *p);
+
 void lc__runtime_connected(lc_runtime *rt, const lc__err *err) {
   lc__call *c = rt->call;
   rt->call = NULL;
   if (err == NULL || err->code == 0) {
     uint64_t every = (uint64_t)rt->opts.heartbeat_timeout_ms / 3;
     __atomic_store_n(&rt->connected, 1, __ATOMIC_RELEASE);
+    lost_sweep_start(rt);
     if (!rt->heartbeat_started) {
       uv_timer_init(lc__engine_loop(rt->engine), &rt->heartbeat);
       rt->heartbeat.data = rt;
@@ -182,7 +188,82 @@ void lc__runtime_connect_async(lc_runtime *rt, void (*cb)(lc_runtime *, const lc
 
 void lc__runtime_lost(lc_runtime *rt, const lc__err *err) {
   (void)err;
+  /* a failed sweep was about the loss before: this one starts afresh (lost_add) */
+  if (__atomic_load_n(&rt->lost_state, __ATOMIC_ACQUIRE) == LC__LOST_FAILED)
+    __atomic_store_n(&rt->lost_state, LC__LOST_NONE, __ATOMIC_RELEASE);
   __atomic_store_n(&rt->connected, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * After a host loss. The connection's keepalive gave up, but the host may not have noticed (a
+ * cut link): sshd there still holds the lifelines' channels, and they would run on until their
+ * heartbeat limit (twice the keepalive limit). So each lifeline closed by a lost connection is
+ * noted by its id, and once the host answers again one short command (no lifeline of its own)
+ * finds their wrappers by the word lc-id=ID of their command line (never by a pid alone: pids
+ * are reused, by a rebooted host or by another cluster of the same user), sends each a SIGTERM,
+ * upon which it ends its group as its own stop would (TERM, grace, KILL, sweep, cleanup), and
+ * waits for them to be gone, at most the kill grace and 5 s. The forks of a wrapper (its reader,
+ * watchdog) carry the same command line: only those whose parent is no match are signalled. The
+ * token in grep's own arguments is written as a bracket expression, which does not match itself.
+ * A plain user's SIGTERM reaches only that user's processes.
+ */
+static void lost_add(lc_runtime *rt, const char *id) {
+  if (id[0] == '\0') { /* no id (getrandom failed at its start): nothing can find it */
+    lc__engine_lock(rt->engine);
+    snprintf(rt->lost_why, sizeof(rt->lost_why), "%s: a lifeline had no id", rt->name);
+    lc__engine_unlock(rt->engine);
+    __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
+    return;
+  }
+  if (rt->nlost == rt->lost_cap) {
+    size_t cap = rt->lost_cap ? 2 * rt->lost_cap : 16;
+    char(*v)[20] = lc__realloc(rt->lost_ids, cap * sizeof(*v));
+    if (v == NULL) { /* unknown then: the caller waits for the heartbeat limit */
+      lc__engine_lock(rt->engine);
+      snprintf(rt->lost_why, sizeof(rt->lost_why), "%s: out of memory", rt->name);
+      lc__engine_unlock(rt->engine);
+      __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
+      return;
+    }
+    rt->lost_ids = v;
+    rt->lost_cap = cap;
+  }
+  memcpy(rt->lost_ids[rt->nlost++], id, sizeof(rt->lost_ids[0]));
+  if (__atomic_load_n(&rt->lost_state, __ATOMIC_ACQUIRE) != LC__LOST_FAILED)
+    __atomic_store_n(&rt->lost_state, LC__LOST_PENDING, __ATOMIC_RELEASE);
+}
+
+static void lost_sweep_done(lc_process *p, void *arg) {
+  lc_runtime *rt = arg;
+  size_t n = rt->lost_swept;
+  rt->lost_sweep = NULL;
+  rt->lost_swept = 0;
+  if (p->exited && p->result.exit_status == 0 && p->result.signal == 0 && p->err.code == 0) {
+    memmove(rt->lost_ids, rt->lost_ids + n, (rt->nlost - n) * sizeof(rt->lost_ids[0]));
+    rt->nlost -= n;
+    if (rt->nlost == 0 && __atomic_load_n(&rt->lost_state, __ATOMIC_ACQUIRE) == LC__LOST_PENDING)
+      __atomic_store_n(&rt->lost_state, LC__LOST_NONE, __ATOMIC_RELEASE);
+  } else if (lc_runtime_is_connected(rt)) {
+    const char *left = p->err_tail.data != NULL ? strstr(p->err_tail.data, "lc-left") : NULL;
+    lc__engine_lock(rt->engine);
+    if (left != NULL)
+      snprintf(rt->lost_why, sizeof(rt->lost_why),
+               "%.80s: processes of the lost connection still run after the kill grace:%.*s",
+               rt->name, (int)(strcspn(left + 7, "\n") < 200 ? strcspn(left + 7, "\n") : 200),
+               left + 7);
+    else
+      snprintf(rt->lost_why, sizeof(rt->lost_why),
+               "%.80s: the command that ends the lost connection's processes failed: %.300s",
+               rt->name, p->err.code < 0 ? p->err.msg : "it exited with an error");
+    lc__engine_unlock(rt->engine);
+    rt->nlost = 0;
+    __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
+  } else {
+    /* lost again meanwhile: the ids stay for the next connection's sweep */
+  }
+  proc_unref(p); /* the reference lost_sweep_start held */
+  if (rt->nlost > 0 && lc_runtime_is_connected(rt))
+    lost_sweep_start(rt);
 }
 
 static void connect_fn(lc__call *c) {
@@ -533,6 +614,10 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
       b->len = 0;
     }
   }
+  /* a lifeline cut by a lost connection may still run on the host */
+  if (rt != NULL && p->lifeline && err != NULL && err->code < 0 && !lc_runtime_is_connected(rt) &&
+      !p->exited)
+    lost_add(rt, p->id);
   if (rt != NULL) {
     if (p->prev)
       p->prev->next = p->next;
@@ -779,6 +864,22 @@ static void free_fn(lc__call *c) {
   lc__call_done(c, 0);
 }
 
+/* 16 random hex digits (64 bits: no two lifelines of any cluster meet); 0, or -1 without. */
+static int make_id(char id[20]) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char b[8];
+  if (getrandom(b, sizeof(b), GRND_NONBLOCK) != (ssize_t)sizeof(b)) {
+    id[0] = '\0';
+    return -1;
+  }
+  for (int i = 0; i < 8; i++) {
+    id[2 * i] = hex[b[i] >> 4];
+    id[2 * i + 1] = hex[b[i] & 15];
+  }
+  id[16] = '\0';
+  return 0;
+}
+
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
                  int lifeline, const char *setup, const char *cleanup) {
   lc_process *p = NULL;
@@ -802,7 +903,11 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
     lc__buf_free(&script);
     return lc__err_raise(&err);
   }
-  if ((p = lc__calloc(1, sizeof(*p))) == NULL || (p->host = lc__strdup(rt->name)) == NULL) {
+  if ((p = lc__calloc(1, sizeof(*p))) == NULL || (p->host = lc__strdup(rt->name)) == NULL ||
+      (lifeline && make_id(p->id) == 0 &&
+       (lc__buf_puts(&cmd, " lc-id=") < 0 || lc__buf_puts(&cmd, p->id) < 0))) {
+    if (p != NULL)
+      free(p->host);
     free(p);
     lc__buf_free(&cmd);
     lc__buf_free(&script);
@@ -825,6 +930,79 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   }
   *out = p;
   return 0;
+}
+
+/* The sweep of the lifelines that lost connections left on the host (see lost_add), once the
+ * host answers again; one at a time. */
+static void lost_sweep_start(lc_runtime *rt) {
+  lc__buf sh = {0};
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_process *p = NULL;
+  lc__err err = {0};
+  size_t n = rt->nlost;
+  int r = 0;
+
+  if (n == 0 || rt->lost_sweep != NULL)
+    return;
+  eo.label = "lost-sweep";
+  r = lc__buf_printf(&sh, "cd / || exit 1\nlc_grace_tenths=%d lc_pats=\n",
+                     (rt->opts.kill_grace_ms + 99) / 100);
+  for (size_t i = 0; i < n && r == 0; i++) /* [x]yz matches xyz, not itself */
+    r = lc__buf_printf(&sh, "lc_pats=\"$lc_pats -e lc-id=[%c]%s\"\n", rt->lost_ids[i][0],
+                       rt->lost_ids[i] + 1);
+  if (r == 0)
+    r = lc__buf_puts(
+        &sh,
+        "lc_find() {\n"
+        "  lc_found=\n"
+        "  for lc_f in $(grep -lzx $lc_pats /proc/[0-9]*/cmdline 2>/dev/null); do\n"
+        "    lc_f=${lc_f#/proc/}; lc_found=\"$lc_found ${lc_f%/cmdline}\"\n"
+        "  done\n"
+        "}\n"
+        "lc_find\n"
+        "for lc_pid in $lc_found; do\n"
+        "  lc_pp=\n"
+        "  while read -r lc_k lc_v; do [ \"$lc_k\" = PPid: ] && lc_pp=$lc_v; done "
+        "</proc/$lc_pid/status 2>/dev/null\n"
+        "  case \" $lc_found \" in *\" $lc_pp \"*) ;; *) kill -TERM \"$lc_pid\" 2>/dev/null ;; "
+        "esac\n"
+        "done\n"
+        "lc_tenths=0\n"
+        "while [ -n \"$lc_found\" ] && [ \"$lc_tenths\" -lt $((lc_grace_tenths + 50)) ]; do\n"
+        "  sleep 0.1; lc_tenths=$((lc_tenths+1)); lc_find\n"
+        "done\n"
+        "[ -z \"$lc_found\" ] || { echo \"lc-left$lc_found\" >&2; exit 1; }\n");
+  if (r < 0 || (r = lc__proc_new(&p, rt, sh.data, &eo, 0, NULL, NULL)) < 0) {
+    lc__engine_lock(rt->engine);
+    snprintf(rt->lost_why, sizeof(rt->lost_why), "%s: %s", rt->name,
+             r == -ENOMEM ? "out of memory" : lc_error_last());
+    lc__engine_unlock(rt->engine);
+    rt->nlost = 0;
+    __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
+    goto out;
+  }
+  p->in_eof = 1;
+  p->on_finish = lost_sweep_done;
+  p->finish_arg = rt;
+  rt->lost_sweep = p;
+  rt->lost_swept = n;
+  if (lc__proc_launch(p, &err) < 0) { /* not connected: the next connection tries again */
+    rt->lost_sweep = NULL;
+    rt->lost_swept = 0;
+    proc_unref(p);
+  }
+out:
+  lc__buf_free(&sh);
+}
+
+int lc__runtime_lost_ended(lc_runtime *rt, char *why, size_t n) {
+  int s = __atomic_load_n(&rt->lost_state, __ATOMIC_ACQUIRE);
+  if (s == LC__LOST_FAILED && why != NULL && n > 0) {
+    lc__engine_lock(rt->engine);
+    snprintf(why, n, "%s", rt->lost_why);
+    lc__engine_unlock(rt->engine);
+  }
+  return s == LC__LOST_NONE ? 1 : s == LC__LOST_PENDING ? 0 : -1;
 }
 
 /* Starts p on its runtime; on failure p is freed. */

@@ -81,10 +81,13 @@ struct lc_process {
   /* end: [engine] until finished, set under [lock]; waiters read them once finished */
   int exited; /* exit status or signal arrived */
   lc_exec_result result;
-  int finished;        /* [lock]: closed, no more output */
-  lc__err err;         /* why it failed to run, when it did */
-  long pid;            /* [lock]: the group leader's pid on its host (lifeline), or 0 */
-  int pid_looked;      /* [engine]: the first stdout line was looked at for the pid */
+  int finished;   /* [lock]: closed, no more output */
+  lc__err err;    /* why it failed to run, when it did */
+  long pid;       /* [lock]: the group leader's pid on its host (lifeline), or 0 */
+  int pid_looked; /* [engine]: the first stdout line was looked at for the pid */
+  /* [made]: a lifeline's random token, the word lc-id=ID of its wrapper's command line on the
+   * host: what finds the wrapper again after a lost connection (lc__runtime_lost_ended) */
+  char id[20];
   uint64_t started_ms; /* [engine]: when it was launched */
   /* [made] then [engine]: runs on the engine thread once finished (internal users such as
    * groups) */
@@ -229,7 +232,19 @@ struct lc_runtime {
   uint64_t fresh_listing_at; /* [atomic]: when fresh_listing was kept (lc__now_ms) */
   /* [atomic]: 1 + the uid the host's listings run as ("lc-uid N"), 0 until one said it */
   long listing_uid;
+  /* [engine]: the ids of lifelines whose channel a lost connection closed while the host may
+   * still run them; after the reconnect one short command (lost_sweep, covering the first
+   * lost_swept of them) stops them as their own stop would and waits until they are gone */
+  char (*lost_ids)[20];
+  size_t nlost, lost_cap, lost_swept;
+  lc_process *lost_sweep;
+  /* [atomic]: LC__LOST_* ; [lock]: lost_why, why the sweep failed */
+  int lost_state;
+  char lost_why[512];
 };
+
+/* What is known of the processes of this runtime's lost connections (lost_state). */
+enum { LC__LOST_NONE = 0, LC__LOST_PENDING = 1, LC__LOST_FAILED = 2 };
 
 /* How many bytes of opts (a checked lc_exec_options) its version has: what lc__options_copy
  * may read. */
@@ -279,6 +294,11 @@ void lc__runtime_discard(lc_runtime *rt);
 /* For backends. */
 void lc__runtime_connected(lc_runtime *rt, const lc__err *err);
 void lc__runtime_lost(lc_runtime *rt, const lc__err *err);
+/* Any thread: 1 when the lifelines of this runtime's lost connections are known to be gone on
+ * the host (the sweep after the reconnect confirmed it, or there were none), 0 while that is
+ * not known yet, -1 when the sweep failed (why, when not NULL, gets its message): the caller
+ * then waits for their heartbeat limit instead. */
+int lc__runtime_lost_ended(lc_runtime *rt, char *why, size_t n);
 void lc__proc_data(lc_process *p, lc_stream stream, const char *data, size_t len);
 void lc__proc_exit(lc_process *p, int status, int signal);
 /* The process's channel is closed; err is NULL when it ran (exit status arrived). */

@@ -78,6 +78,7 @@ typedef struct lc__host {
   int lost;          /* HOST_LOST went out, HOST_BACK not yet */
   long long lost_ms; /* wall-clock ms when it was marked lost */
   uint64_t lost_at;  /* lc__now_ms then */
+  int sweep_noted;   /* the note that its old processes' sweep failed went out */
 } lc__host;
 
 /* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),

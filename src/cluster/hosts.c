@@ -2,7 +2,8 @@
  * hosts.c - the hosts of a cluster's group as lc_cluster_wait sees them: a host whose connection
  * is lost (the runtime's keepalive gave up) is marked lost and its workers are moved to free slots
  * of other hosts, or wait for it (lc_host_loss); once it answers again, and once whatever ran
- * there before has surely ended (its lifelines' heartbeat limit), it is back: its working
+ * there before has ended (the runtime's sweep after the reconnect ended the lost connection's
+ * lifelines; where that failed, their heartbeat limit ran out), it is back: its working
  * directory and staging are made again and its waiting workers start there again. The runtime
  * reconnects by itself (its forwards come back with it); the cluster asks it to also where it has
  * no forward (lc__runtime_keep_connected).
@@ -42,9 +43,10 @@ void lc__hosts_free(lc_cluster *c) {
 /* A worker that counts: not removed (the array holds only those), not stopped by the caller. */
 static int active(const lc__worker *w) { return w->rt != NULL && !w->stopped; }
 
-/* How long after a loss the host's old processes may still run: its lifelines end them once the
- * heartbeat has been silent for more than the limit (at most 4 watchdog periods of a third of
- * it, in whole seconds), then the kill grace, then their cleanup (the directory's removal). */
+/* How long after a loss the host's old processes may still run when the runtime's sweep could
+ * not end them (lc__runtime_lost_ended): its lifelines end them once the heartbeat has been
+ * silent for more than the limit (at most 4 watchdog periods of a third of it, in whole
+ * seconds), then the kill grace, then their cleanup (the directory's removal). */
 static uint64_t settle_ms(const lc_runtime *rt) {
   uint64_t period_s = ((uint64_t)(rt->opts.heartbeat_timeout_ms + 999) / 1000 + 2) / 3;
   return 4 * period_s * 1000 + (uint64_t)rt->opts.kill_grace_ms + 2000;
@@ -210,6 +212,7 @@ static void host_lost(lc_cluster *c, size_t i) {
   const char *name = lc_runtime_name(rt);
   uint64_t now = lc__now_ms();
   c->hosts[i].lost = 1;
+  c->hosts[i].sweep_noted = 0;
   c->hosts[i].lost_at = now;
   c->hosts[i].lost_ms = lc__wall_ms();
   lc__cluster_note(c, "%s lost: it stopped answering", name);
@@ -260,6 +263,27 @@ static int host_back(lc_cluster *c, size_t i) {
   return 0;
 }
 
+/* Lost host i answers again: are its old processes gone? Known when the runtime's sweep ended
+ * them; else, where the sweep failed (noted once), when their heartbeat limit surely ran out. */
+static int old_ended(lc_cluster *c, size_t i, lc_runtime *rt, uint64_t now) {
+  char why[512] = "";
+  int ended = lc__runtime_lost_ended(rt, why, sizeof(why));
+  if (ended >= 0)
+    return ended;
+  if (!c->hosts[i].sweep_noted) {
+    c->hosts[i].sweep_noted = 1;
+    lc__cluster_note(c,
+                     "%s answers again, but its old processes could not be ended (%s): it is "
+                     "taken back when their heartbeat limit has surely run out, in %.0f s",
+                     lc_runtime_name(rt), why,
+                     (double)(c->hosts[i].lost_at + settle_ms(rt) > now
+                                  ? c->hosts[i].lost_at + settle_ms(rt) - now
+                                  : 0) /
+                         1000.0);
+  }
+  return now >= c->hosts[i].lost_at + settle_ms(rt);
+}
+
 int lc__hosts_tick(lc_cluster *c) {
   uint64_t now = lc__now_ms();
   int r;
@@ -270,8 +294,7 @@ int lc__hosts_tick(lc_cluster *c) {
     int up = lc_runtime_is_connected(rt);
     if (!c->hosts[i].lost && !up)
       host_lost(c, i);
-    else if (c->hosts[i].lost && up && now >= c->hosts[i].lost_at + settle_ms(rt) &&
-             (r = host_back(c, i)) < 0)
+    else if (c->hosts[i].lost && up && old_ended(c, i, rt, now) && (r = host_back(c, i)) < 0)
       lc__cluster_note(c, "%s answers again but cannot take workers yet: %s", lc_runtime_name(rt),
                        lc_error_last());
   }

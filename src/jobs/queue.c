@@ -291,7 +291,8 @@ static void job_error(lc__qjob *j, int code, const char *fmt, ...) {
  */
 
 /* How long after a loss the host's old processes may still run (their lifelines end them when
- * the heartbeat has been silent past its limit), as the cluster layer waits (cluster/hosts.c). */
+ * the heartbeat has been silent past its limit), as the cluster layer waits (cluster/hosts.c)
+ * where the runtime's sweep after the reconnect could not end them. */
 static uint64_t settle_ms(const lc_runtime *rt) {
   uint64_t period_s = ((uint64_t)(rt->opts.heartbeat_timeout_ms + 999) / 1000 + 2) / 3;
   return 4 * period_s * 1000 + (uint64_t)rt->opts.kill_grace_ms + 2000;
@@ -311,6 +312,8 @@ void lc__jobs_host_lost(lc_jobs *q, lc__qhost *h, const char *why) {
     return;
   h->down = 1;
   h->lost_at = lc__now_ms();
+  h->renew_failed = 0;
+  h->sweep_noted = 0;
   snprintf(h->why, sizeof(h->why), "%s", why ? why : "its connection was lost");
   pthread_mutex_lock(&q->mu);
   for (int k = 0; k < h->nslots; k++)
@@ -328,6 +331,7 @@ void lc__jobs_host_lost(lc_jobs *q, lc__qhost *h, const char *why) {
 static void host_back(lc_jobs *q, lc__qhost *h, int ok) {
   if (!ok) {
     h->lost_at = lc__now_ms(); /* tries again after another settle period */
+    h->renew_failed = 1;
     lc__jobs_notice(q, NULL,
                     "%s answers again but its working directory or sends failed; it "
                     "tries again later",
@@ -672,13 +676,31 @@ static void give_up_check(lc_jobs *q, uint64_t now) {
   }
 }
 
+/* Lost host h answers again: may it take jobs? Once the runtime's sweep ended its old
+ * processes (at once), else (the sweep failed, noted once; or its renewal failed before) after
+ * the settle period. */
+static int old_ended(lc_jobs *q, lc__qhost *h, uint64_t now) {
+  char why[512] = "";
+  int ended = lc__runtime_lost_ended(h->rt, why, sizeof(why));
+  if (ended == 0)
+    return 0;
+  if (ended < 0 && !h->sweep_noted) {
+    h->sweep_noted = 1;
+    lc__jobs_notice(q, NULL,
+                    "%s answers again, but its old processes could not be ended (%s): it takes "
+                    "jobs again when their heartbeat limit has surely run out",
+                    h->name, why);
+  }
+  return (ended > 0 && !h->renew_failed) || now >= h->lost_at + settle_ms(h->rt);
+}
+
 static void on_tick(uv_timer_t *t) {
   lc_jobs *q = t->data;
   uint64_t now = lc__now_ms();
   int want_thread = 0;
   for (size_t i = 0; i < q->nhosts; i++) {
     lc__qhost *h = &q->hosts[i];
-    if (!h->down || !lc_runtime_is_connected(h->rt) || now < h->lost_at + settle_ms(h->rt))
+    if (!h->down || !lc_runtime_is_connected(h->rt) || !old_ended(q, h, now))
       continue;
     pthread_mutex_lock(&q->mu);
     if (h->renew == 0) {

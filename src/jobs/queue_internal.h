@@ -100,6 +100,8 @@ struct lc__qhost {
   /* [engine] */
   int down;
   uint64_t lost_at;
+  int renew_failed; /* its directory or sends failed once since the loss: settle_ms again */
+  int sweep_noted;  /* the note that the runtime's sweep failed went out */
   char why[256];
   /* [mu]: 1: the maintenance thread is to make its directory and sends again; 2: done, 3: failed */
   int renew;

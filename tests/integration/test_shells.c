@@ -184,10 +184,15 @@ static void check_ps(lc_runtime *rt, const char *user) {
     usleep(100 * 1000);
   LC_CHECK(n == 1);
   /* the wrapper, and its reader and watchdog (subshells: the same line) */
-  snprintf(want, sizeof(want), "/bin/sh -s lc-lifeline %s@%s probe-7 ", user, HOST_NAME);
+  snprintf(want, sizeof(want), "/bin/sh -s lc-lifeline %s@%s probe-7 lc-id=", user, HOST_NAME);
   s.needle = "probe-7";
   LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
-  LC_CHECK_STR(s.line, want);
+  /* and the lifeline's id (16 hex digits), by which a sweep after a lost connection finds it */
+  LC_CHECK(strncmp(s.line, want, strlen(want)) == 0 &&
+           strspn(s.line + strlen(want), "0123456789abcdef") == 16 &&
+           strcmp(s.line + strlen(want) + 16, " ") == 0);
+  if (strncmp(s.line, want, strlen(want)) != 0)
+    fprintf(stderr, "  the wrapper's command line: \"%s\"\n", s.line);
   s.needle = secret;
   LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 0);
   lc_process_free(p);
@@ -242,7 +247,9 @@ static void check_cluster(const char *host) {
       LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) == 1);
       s.needle = "lc-lifeline";
       LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
-      LC_CHECK_CONTAINS(s.line, " worker-0 ");
+      /* the label, then the lifeline's id (any order of pids: they wrap around) */
+      s.needle = " worker-0 lc-id=";
+      LC_CHECK(th_each_proc(HOST, "cmdline", cmdline_has, &s) >= 1);
     }
   }
   lc_cluster_free(c);
