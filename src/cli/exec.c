@@ -104,8 +104,11 @@ int cli_exec(int argc, char **argv) {
     status = cli_fail("exec", r, "cannot start the engine");
     goto out;
   }
-  if ((r = lc_discover(&g, &d, engine, &h.discover)) < 0) {
-    status = cli_fail("exec", r, "cannot find the hosts");
+  cli_discovery_catch(1);
+  r = lc_discover(&g, &d, engine, &h.discover);
+  cli_discovery_catch(0);
+  if (r < 0) {
+    status = cli_discovery_fail("exec", r, "cannot find the hosts");
     goto out;
   }
   if (lc_discovery_count(d) == 0) {
