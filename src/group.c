@@ -237,6 +237,7 @@ struct job {
   uv_timer_t watch;
   int watch_started;
   int canceled;
+  const void *tag; /* the caller's lc__proc_tag: the job's processes are its */
 };
 
 /* How often a job looks at its cancel flag: a flag is all a signal handler may set, so it is
@@ -441,6 +442,7 @@ static void step_start(job_host *h) {
   eo.input = 0; /* lc_runtime_spawn's alone: nobody feeds a group's commands */
   eo.on_line = host_line;
   eo.payload = h;
+  lc__proc_tag = j->tag; /* on the engine thread: the processes are the caller's */
   switch (s->kind) {
   case STEP_RUN:
     host_log(h, "step %zu: run %s", h->step + 1, s->a);
@@ -466,6 +468,7 @@ static void step_start(job_host *h) {
     r = lc__xfer_new(&h->p, h->rt, LC__XFER_WRITE, NULL, s->a, s->data, s->len, s->mode, &err);
     break;
   }
+  lc__proc_tag = NULL;
   if (r == 0) {
     h->p->on_finish = step_ended;
     h->p->finish_arg = h;
@@ -649,6 +652,7 @@ static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, s
   j.timeout_ms = eo != NULL && eo->timeout_ms > 0 ? eo->timeout_ms : 0;
   j.own_tasks = tasks != NULL;
   j.cancel = cancel;
+  j.tag = lc__proc_tag;
   for (size_t i = 0; i < n; i++) {
     j.hosts[i].j = &j;
     j.hosts[i].task = tasks != NULL ? tasks[i] : t;

@@ -271,6 +271,8 @@ static void cancel_case(const char *master, const char *master_host, int after_m
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   lc_cluster *c = NULL;
   lc_group *g = connect_labs(2);
+  lc_process *outsider = NULL;
+  lc_exec_result res;
   canceler k;
   pthread_t th;
   uint64_t t0;
@@ -284,6 +286,8 @@ static void cancel_case(const char *master, const char *master_host, int after_m
   o.master_timeout_ms = 120000;
   o.worker_timeout_ms = 120000;
   LC_REQUIRE_OK(lc_cluster_new(&c, g, m, w, &o));
+  /* other work on the same group (a user's exec): the cancel must leave it alone */
+  LC_REQUIRE_OK(lc_runtime_spawn(&outsider, lc_group_find(g, "lab0"), "exec sleep 2003", NULL));
   k.c = c;
   k.after_ms = after_ms;
   LC_REQUIRE(pthread_create(&th, NULL, cancel_later, &k) == 0);
@@ -298,6 +302,11 @@ static void cancel_case(const char *master, const char *master_host, int after_m
   LC_CHECK(lc_cluster_wait(c, 0) == LC_ECANCELED);
   lc_cluster_free(c);
   th_command_type_free(m, w);
+  sleep(2); /* the cancel's stops (again every 250 ms while the cluster lived) had time to act */
+  LC_CHECK(th_count_procs(0, "sleep 2003") == 1);
+  LC_CHECK(lc_process_wait(&res, outsider, 0) == -ETIMEDOUT);
+  lc_process_free(outsider);
+  LC_CHECK(procs_left(0, "sleep 2003") == 0);
   lc_group_free(g);
   for (int i = 0; i < 2; i++) {
     LC_CHECK(procs_left(i, "sleep 100") == 0);
