@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,7 @@ typedef struct job_host {
   uv_timer_t limit; /* the per-host timeout (lc_exec_options.timeout_ms), then its grace */
   int limit_started;
   int timed_out; /* 1: told to stop at the timeout; 2: given up after the grace too */
+  int canceled;  /* told to stop by the job's cancel flag */
 } job_host;
 
 struct job {
@@ -230,7 +232,17 @@ struct job {
   job_host *ready; /* hosts whose step ended, handled on the next tick */
   int timeout_ms;  /* per host, 0: none */
   size_t closing;  /* handles still closing at the job's end */
+  /* the caller's cancel flag (may be set in a signal handler): looked at every WATCH_MS */
+  const volatile sig_atomic_t *cancel;
+  uv_timer_t watch;
+  int watch_started;
+  int canceled;
+  const void *tag; /* the caller's lc__proc_tag: the job's processes are its */
 };
+
+/* How often a job looks at its cancel flag: a flag is all a signal handler may set, so it is
+ * polled rather than woken up to. */
+#define WATCH_MS 100
 
 /* Appends to a report's log, keeping its memory bounded: past twice the cap, the oldest whole
  * lines go (one move per cap's worth of output, so the cost per byte stays constant). */
@@ -321,6 +333,11 @@ static void job_close(job *j) {
     j->hosts[i].limit.data = j;
     uv_close((uv_handle_t *)&j->hosts[i].limit, job_closed);
   }
+  if (j->watch_started) {
+    j->closing++;
+    j->watch.data = j;
+    uv_close((uv_handle_t *)&j->watch, job_closed);
+  }
   uv_close((uv_handle_t *)&j->tick, job_closed);
 }
 
@@ -374,11 +391,15 @@ static void limit_fired(uv_timer_t *t) {
   h->timed_out = 2;
   h->p = NULL;
   h->out->exit = p->result;
-  snprintf(msg, sizeof(msg),
-           "%s: timed out after %.1f s, and its end was not confirmed within %.1f s more",
-           h->rt->name, h->j->timeout_ms / 1000.0, (p->grace_ms + 5000) / 1000.0);
+  if (h->canceled)
+    snprintf(msg, sizeof(msg), "%s: canceled, and its end was not confirmed within %.1f s",
+             h->rt->name, (p->grace_ms + 5000) / 1000.0);
+  else
+    snprintf(msg, sizeof(msg),
+             "%s: timed out after %.1f s, and its end was not confirmed within %.1f s more",
+             h->rt->name, h->j->timeout_ms / 1000.0, (p->grace_ms + 5000) / 1000.0);
   lc__proc_release(p);
-  host_finish(h, -ETIMEDOUT, msg);
+  host_finish(h, h->canceled ? LC_ECANCELED : -ETIMEDOUT, msg);
 }
 
 static void step_ended(lc_process *p, void *arg) {
@@ -421,6 +442,7 @@ static void step_start(job_host *h) {
   eo.input = 0; /* lc_runtime_spawn's alone: nobody feeds a group's commands */
   eo.on_line = host_line;
   eo.payload = h;
+  lc__proc_tag = j->tag; /* on the engine thread: the processes are the caller's */
   switch (s->kind) {
   case STEP_RUN:
     host_log(h, "step %zu: run %s", h->step + 1, s->a);
@@ -446,6 +468,7 @@ static void step_start(job_host *h) {
     r = lc__xfer_new(&h->p, h->rt, LC__XFER_WRITE, NULL, s->a, s->data, s->len, s->mode, &err);
     break;
   }
+  lc__proc_tag = NULL;
   if (r == 0) {
     h->p->on_finish = step_ended;
     h->p->finish_arg = h;
@@ -475,7 +498,10 @@ static void step_check(job_host *h) {
 
   h->p = NULL;
   h->out->exit = p->result;
-  if (h->timed_out) {
+  if (h->canceled) {
+    r = lc__err_set(&err, LC_ECANCELED, "%s: '%s' was canceled", h->rt->name,
+                    s->kind == STEP_RUN ? s->a : "the step");
+  } else if (h->timed_out) {
     r = lc__err_set(&err, -ETIMEDOUT, "%s: '%s' timed out after %.1f s", h->rt->name,
                     s->kind == STEP_RUN ? s->a : "the step", j->timeout_ms / 1000.0);
   } else if (s->kind == STEP_RUN) {
@@ -500,6 +526,11 @@ static void step_check(job_host *h) {
     return;
   }
   h->step++;
+  if (j->canceled && h->step < h->task->n) {
+    snprintf(err.msg, sizeof(err.msg), "%s: canceled before step %zu", h->rt->name, h->step + 1);
+    host_finish(h, LC_ECANCELED, err.msg);
+    return;
+  }
   step_start(h);
 }
 
@@ -534,10 +565,56 @@ static void job_tick(uv_timer_t *t) {
   }
 }
 
+/*
+ * The cancel flag is set: hosts not started are reported canceled; running ones are told to stop
+ * (their lifelines end their process groups) and reported when their end is confirmed, or after
+ * the kill grace and 5 s more (limit_fired), so that a host that stopped answering cannot hold
+ * the job.
+ */
+static void job_watch(uv_timer_t *t) {
+  job *j = t->data;
+  if (j->canceled || !*j->cancel)
+    return;
+  j->canceled = 1;
+  uv_timer_stop(&j->watch);
+  for (; j->next < j->n; j->next++) {
+    job_host *h = &j->hosts[j->next];
+    h->done = 1;
+    h->out->error = LC_ECANCELED;
+    h->out->message = lc__sprintf("%s: canceled before it started", h->rt->name);
+    log_finish(h->out);
+    j->finished++;
+  }
+  for (size_t i = 0; i < j->n; i++) {
+    job_host *h = &j->hosts[i];
+    lc_process *p = h->p;
+    if (h->done || p == NULL || p->finished || h->canceled)
+      continue;
+    h->canceled = 1;
+    host_log(h, "canceled: stopping it");
+    lc__proc_stop(p);
+    if (!h->limit_started) {
+      uv_timer_init(lc__engine_loop(j->g->engine), &h->limit);
+      h->limit.data = h;
+      h->limit_started = 1;
+    }
+    h->timed_out = 1; /* limit_fired's next turn gives up on it */
+    uv_timer_start(&h->limit, limit_fired, (uint64_t)p->grace_ms + 5000, 0);
+  }
+  if (j->finished == j->n)
+    job_close(j);
+}
+
 static void job_fn(lc__call *c) {
   job *j = (job *)c;
   uv_timer_init(lc__engine_loop(j->g->engine), &j->tick);
   j->tick.data = j;
+  if (j->cancel != NULL) {
+    uv_timer_init(lc__engine_loop(j->g->engine), &j->watch);
+    j->watch.data = j;
+    j->watch_started = 1;
+    uv_timer_start(&j->watch, job_watch, 0, WATCH_MS);
+  }
   if (j->n == 0) {
     job_close(j);
     return;
@@ -550,7 +627,7 @@ static void job_fn(lc__call *c) {
  * the same order. */
 static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, size_t n,
                    const lc_task *t, const lc_task *const *tasks, const lc_exec_options *eo,
-                   lc_group_line_cb on_line, void *payload) {
+                   lc_group_line_cb on_line, void *payload, const volatile sig_atomic_t *cancel) {
   lc_group_report *rep = NULL;
   job j;
   int r;
@@ -574,6 +651,8 @@ static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, s
   j.fail_on_exit = 1;
   j.timeout_ms = eo != NULL && eo->timeout_ms > 0 ? eo->timeout_ms : 0;
   j.own_tasks = tasks != NULL;
+  j.cancel = cancel;
+  j.tag = lc__proc_tag;
   for (size_t i = 0; i < n; i++) {
     j.hosts[i].j = &j;
     j.hosts[i].task = tasks != NULL ? tasks[i] : t;
@@ -594,13 +673,19 @@ static int run_job(lc_group_report **out, lc_group *g, lc_runtime *const *rts, s
 
 int lc_group_exec(lc_group_report **out, lc_group *g, const char *command,
                   const lc_exec_options *opts, lc_group_line_cb on_line, void *payload) {
+  return lc__group_exec_cancel(out, g, command, opts, on_line, payload, NULL);
+}
+
+int lc__group_exec_cancel(lc_group_report **out, lc_group *g, const char *command,
+                          const lc_exec_options *opts, lc_group_line_cb on_line, void *payload,
+                          const volatile sig_atomic_t *cancel) {
   step s = {.kind = STEP_RUN, .a = (char *)command};
   lc_task t = {.name = "", .steps = &s, .n = 1};
   *out = NULL;
   LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
   if (g == NULL || command == NULL)
     return lc__error_set(-EINVAL, "group exec: no group or command given");
-  return run_job(out, g, g->rts, g->n, &t, NULL, opts, on_line, payload);
+  return run_job(out, g, g->rts, g->n, &t, NULL, opts, on_line, payload, cancel);
 }
 
 int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_task *t, const char *host,
@@ -610,10 +695,10 @@ int lc_group_run_task(lc_group_report **out, lc_group *g, const lc_task *t, cons
   if (g == NULL || t == NULL)
     return lc__error_set(-EINVAL, "group task: no group or task given");
   if (host == NULL)
-    return run_job(out, g, g->rts, g->n, t, NULL, NULL, on_line, payload);
+    return run_job(out, g, g->rts, g->n, t, NULL, NULL, on_line, payload, NULL);
   if ((one = lc_group_find(g, host)) == NULL)
     return lc__error_set(-ENOENT, "group task: no host %s in the group", host);
-  return run_job(out, g, &one, 1, t, NULL, NULL, on_line, payload);
+  return run_job(out, g, &one, 1, t, NULL, NULL, on_line, payload, NULL);
 }
 
 int lc__group_run_tasks(lc_group_report **out, lc_group *g, lc_runtime *const *rts,
@@ -623,7 +708,7 @@ int lc__group_run_tasks(lc_group_report **out, lc_group *g, lc_runtime *const *r
   for (size_t i = 0; i < n; i++)
     if (rts[i] == NULL || tasks[i] == NULL)
       return lc__error_set(-EINVAL, "group tasks: no runtime or task given for entry %zu", i);
-  return run_job(out, g, rts, n, NULL, tasks, NULL, on_line, payload);
+  return run_job(out, g, rts, n, NULL, tasks, NULL, on_line, payload, NULL);
 }
 
 /* ---- connecting many ------------------------------------------------------------------------ */
@@ -637,9 +722,15 @@ typedef struct connect_job {
   int fanout;
   int starting; /* inside connect_next: a connect may fail at once and call back */
   int done;
+  const volatile sig_atomic_t *cancel; /* as a job's */
+  uv_timer_t watch;
+  int watch_started;
+  lc_engine *engine;
 } connect_job;
 
 static void connect_next(connect_job *j);
+
+static void connect_closed(uv_handle_t *h) { lc__call_done(&((connect_job *)h->data)->call, 0); }
 
 static void connected(lc_runtime *rt, const lc__err *err, void *arg) {
   connect_job *j = arg;
@@ -670,14 +761,46 @@ static void connect_next(connect_job *j) {
   j->starting = 0;
   if (j->pending == 0 && j->next == j->n && !j->done) {
     j->done = 1;
-    lc__call_done(&j->call, 0);
+    if (j->watch_started)
+      uv_close((uv_handle_t *)&j->watch, connect_closed);
+    else
+      lc__call_done(&j->call, 0);
   }
 }
 
-static void connect_fn(lc__call *c) { connect_next((connect_job *)c); }
+/* The cancel flag is set: no more connects start (those under way end by their connect
+ * timeout: libssh 0.10 has no abort of a connect in progress that leaves the session usable). */
+static void connect_watch(uv_timer_t *t) {
+  connect_job *j = t->data;
+  if (!*j->cancel)
+    return;
+  uv_timer_stop(&j->watch);
+  for (; j->next < j->n; j->next++)
+    if (j->rts[j->next] != NULL && j->e[j->next].error == 0) {
+      j->e[j->next].error = LC_ECANCELED;
+      j->e[j->next].message = lc__sprintf("%s: canceled before connecting", j->e[j->next].host);
+    }
+  connect_next(j);
+}
+
+static void connect_fn(lc__call *c) {
+  connect_job *j = (connect_job *)c;
+  if (j->cancel != NULL) {
+    uv_timer_init(lc__engine_loop(j->engine), &j->watch);
+    j->watch.data = j;
+    j->watch_started = 1;
+    uv_timer_start(&j->watch, connect_watch, 0, WATCH_MS);
+  }
+  connect_next(j);
+}
 
 int lc_group_connect(lc_group_report **out, lc_group *g, const char *const *hosts, size_t n,
                      const lc_runtime_options *opts) {
+  return lc__group_connect_cancel(out, g, hosts, n, opts, NULL);
+}
+
+int lc__group_connect_cancel(lc_group_report **out, lc_group *g, const char *const *hosts, size_t n,
+                             const lc_runtime_options *opts, const volatile sig_atomic_t *cancel) {
   lc_group_report *rep = NULL;
   connect_job j;
   int r;
@@ -692,6 +815,8 @@ int lc_group_connect(lc_group_report **out, lc_group *g, const char *const *host
   j.n = n;
   j.e = rep->e;
   j.fanout = g->fanout;
+  j.cancel = cancel;
+  j.engine = g->engine;
   if ((j.rts = lc__calloc(n, sizeof(*j.rts))) == NULL ||
       (j.t0 = lc__calloc(n, sizeof(*j.t0))) == NULL) {
     free(j.rts);

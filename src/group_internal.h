@@ -7,6 +7,8 @@
 
 #include "runtime_internal.h"
 
+#include <signal.h>
+
 #include "lazycluster/group.h"
 
 /* Exposes port of owner (NULL: this machine) on this machine and every other runtime of g, so
@@ -23,5 +25,14 @@ int lc__group_run_tasks(lc_group_report **out, lc_group *g, lc_runtime *const *r
                         const lc_task *const *tasks, size_t n, lc_group_line_cb on_line,
                         void *payload);
 lc_engine *lc__group_engine(const lc_group *g);
+/* lc_group_exec and lc_group_connect that stop early once *cancel (when not NULL) is non-zero (a
+ * flag a signal handler may set; looked at every 100 ms): hosts not started are reported
+ * LC_ECANCELED, running commands are told to stop (their lifelines end their process groups) and
+ * reported LC_ECANCELED; connects under way end by their connect timeout. */
+int lc__group_exec_cancel(lc_group_report **out, lc_group *g, const char *command,
+                          const lc_exec_options *opts, lc_group_line_cb on_line, void *payload,
+                          const volatile sig_atomic_t *cancel);
+int lc__group_connect_cancel(lc_group_report **out, lc_group *g, const char *const *hosts, size_t n,
+                             const lc_runtime_options *opts, const volatile sig_atomic_t *cancel);
 
 #endif /* LC_GROUP_INTERNAL_H */

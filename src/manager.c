@@ -3,6 +3,7 @@
  * all connected at once (lc_group_connect); their facts read in one round trip each, all at once
  * (lc_group_exec of the host-facts script); then the filters.
  */
+#include "group_internal.h"
 #include "hostfacts.h"
 #include "ports_internal.h"
 #include "runtime_internal.h"
@@ -151,6 +152,13 @@ static char *filtered_out(const candidate *c, const lc_discover_options *o) {
   return NULL;
 }
 
+static int canceled(const lc_discover_options *o) {
+  if (o->cancel == NULL || !*o->cancel)
+    return 0;
+  return lc__error_set(LC_ECANCELED, "discovery was canceled: the hosts it had connected are "
+                                     "let go, what their facts steps started is ended");
+}
+
 int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engine,
                 const lc_discover_options *opts) {
   lc_discover_options o = LC_DISCOVER_OPTIONS_INIT;
@@ -169,7 +177,9 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
   LC__CHECK_VERSION(opts ? opts->runtime : NULL, LC_RUNTIME_OPTIONS_VERSION, "lc_runtime_options");
   if (opts != NULL)
     lc__options_copy(&o, opts,
-                     opts->version == 1 ? LC__FIELD_END(lc_discover_options, facts) : sizeof(o));
+                     opts->version == 1   ? LC__FIELD_END(lc_discover_options, facts)
+                     : opts->version == 2 ? LC__FIELD_END(lc_discover_options, facts_timeout_ms)
+                                          : sizeof(o));
   if (o.facts_timeout_ms <= 0)
     o.facts_timeout_ms = LC_DISCOVER_FACTS_TIMEOUT_MS;
   eo.timeout_ms = o.facts_timeout_ms;
@@ -184,7 +194,8 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
   }
   for (size_t i = 0; i < d->n; i++)
     specs[i] = d->c[i].host;
-  if ((r = lc_group_connect(&rep, g, specs, d->n, o.runtime)) < 0)
+  if ((r = lc__group_connect_cancel(&rep, g, specs, d->n, o.runtime, o.cancel)) < 0 ||
+      (r = canceled(&o)) < 0)
     goto out;
   for (size_t i = 0; i < d->n; i++) {
     d->c[i].latency = lc_group_report_seconds(rep, i);
@@ -206,7 +217,8 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
     goto out;
   }
   if ((r = lc__hostfacts_command(&script, o.executables)) < 0 ||
-      (r = lc_group_exec(&rep, g, script.data, &eo, facts_line, d)) < 0)
+      (r = lc__group_exec_cancel(&rep, g, script.data, &eo, facts_line, d, o.cancel)) < 0 ||
+      (r = canceled(&o)) < 0)
     goto out;
   for (size_t i = 0; i < d->n; i++) {
     candidate *c = &d->c[i];

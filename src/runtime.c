@@ -880,6 +880,8 @@ static int make_id(char id[20]) {
   return 0;
 }
 
+_Thread_local const void *lc__proc_tag;
+
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
                  int lifeline, const char *setup, const char *cleanup) {
   lc_process *p = NULL;
@@ -920,6 +922,7 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   p->in = script;
   p->in_gate = script.len;
   p->lifeline = lifeline;
+  p->tag = lc__proc_tag;
   p->input = lifeline && opts != NULL && opts->version >= 3 && opts->input != 0;
   p->refs = 2;
   p->in_fd = -1;

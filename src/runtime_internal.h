@@ -46,6 +46,7 @@ struct lc_process {
   void *backend;           /* [engine]: the backend's state, NULL once closed */
   char *command;           /* [made]: the line the host's login shell runs (command.c) */
   int lifeline;            /* [made]: receives heartbeats and stop requests on stdin */
+  const void *tag;         /* [made]: lc__proc_tag of the thread that made it (its owner) */
   int refs;                /* [engine]: the engine's and the owner's */
   /* [made]: the command's stdin is fed by control lines (lc_exec_options.input); [engine]:
    * input_closed once lc__proc_input_close sent its end */
@@ -249,6 +250,10 @@ enum { LC__LOST_NONE = 0, LC__LOST_PENDING = 1, LC__LOST_FAILED = 2 };
 /* How many bytes of opts (a checked lc_exec_options) its version has: what lc__options_copy
  * may read. */
 size_t lc__exec_options_size(const lc_exec_options *opts);
+
+/* Who makes processes on this thread (a cluster's start: lc_cluster_cancel stops those alone);
+ * lc__proc_new copies it into lc_process.tag. NULL: nobody in particular. */
+extern _Thread_local const void *lc__proc_tag;
 
 /* Processes for internal users (groups), any thread: a command, or a file transfer. */
 /* setup (NULL for none): sh text run before the command, after its cwd and environment, in the

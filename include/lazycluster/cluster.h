@@ -405,11 +405,12 @@ LC_EXTERN int lc_cluster_wait(lc_cluster *c, int timeout_ms);
 /**
  * Cancels the cluster: a start in progress (lc_cluster_start and friends: the master's wait, the
  * port search, the workers' starts and readiness, the tunnels) stops at its next step, undoes what
- * it started and returns LC_ECANCELED; every process the cluster's hosts run for it is told to stop
- * now, so no step waits out its limit; lc_cluster_wait returns LC_ECANCELED (no repair). The
- * cluster must still be freed. Async-signal-safe and callable from any thread (an atomic flag
- * and a uv_async_send), also while another thread is inside lc_cluster_start; it is not undone.
- * Returns 0, or -EINVAL for NULL.
+ * it started and returns LC_ECANCELED; every process the start made (master, workers, staging,
+ * work directories) is told to stop now, so no step waits out its limit, while other processes on
+ * the same hosts (a job queue, lc_runtime_spawn outside the cluster) are left alone;
+ * lc_cluster_wait returns LC_ECANCELED (no repair). The cluster must still be freed.
+ * Async-signal-safe and callable from any thread (an atomic flag and a uv_async_send), also while
+ * another thread is inside lc_cluster_start; it is not undone. Returns 0, or -EINVAL for NULL.
  */
 LC_EXTERN int lc_cluster_cancel(lc_cluster *c);
 

@@ -12,6 +12,7 @@
 #include "group.h"
 #include "hostinfo.h"
 #include "runtime.h"
+#include <signal.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,7 +20,7 @@ extern "C" {
 
 typedef struct lc_discovery lc_discovery;
 
-#define LC_DISCOVER_OPTIONS_VERSION 2
+#define LC_DISCOVER_OPTIONS_VERSION 3
 
 /** Default limit of the facts step on each host (lc_discover_options.facts_timeout_ms). */
 #define LC_DISCOVER_FACTS_TIMEOUT_MS 30000
@@ -57,6 +58,14 @@ typedef struct lc_discover_options {
    * naming the host and the step, and what the step started there is ended.
    */
   int facts_timeout_ms;
+  /* ---- version 3 ---- */
+  /**
+   * When not NULL: once *cancel is non-zero (set from any thread or a signal handler), discovery
+   * stops: no more hosts are connected (a connect under way ends by its connect timeout), the
+   * facts steps running are told to stop (what they started on the hosts is ended), what it made
+   * is freed, and lc_discover returns LC_ECANCELED. It is looked at every 100 ms.
+   */
+  const volatile sig_atomic_t *cancel;
 } lc_discover_options;
 
 #define LC_DISCOVER_OPTIONS_INIT                                                                   \
@@ -75,7 +84,8 @@ typedef enum lc_host_state {
 /**
  * Finds, checks and filters the hosts; out_group gets the ready ones, out_report every candidate.
  * No candidate at all (no hosts given, no aliases in the config) gives an empty group.
- * Returns 0, -ENOENT/LC_ECONFIG for a bad inventory or config (the detail has FILE:LINE), -ENOMEM.
+ * Returns 0, -ENOENT/LC_ECONFIG for a bad inventory or config (the detail has FILE:LINE), -ENOMEM,
+ * LC_ECANCELED when opts->cancel was set.
  */
 LC_EXTERN int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engine,
                           const lc_discover_options *opts);

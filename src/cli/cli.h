@@ -12,6 +12,7 @@
 #include "lazycluster.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include <stdio.h>
@@ -99,6 +100,14 @@ const char *cli_hostopts_help(void);
  */
 int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int facts, lc_group **g,
                       lc_discovery **d);
+/* The signal that canceled discovery (0: none): cli_hostopts_init points every discovery's cancel
+ * flag here; a command's signal handler or watcher sets it (async-signal-safe). */
+extern volatile sig_atomic_t cli_discovery_signal;
+/* on: SIGINT and SIGTERM set cli_discovery_signal (hosts, exec: while discovery runs); 0: back to
+ * the default. */
+void cli_discovery_catch(int on);
+/* cli_fail, except for a discovery stopped by a signal: says so and returns 128+N. */
+int cli_discovery_fail(const char *cmd, int err, const char *what);
 
 /*
  * The start path that `start` and `run` share (start.c): parse the options, bring the cluster up

@@ -62,6 +62,7 @@ int cli_exec(int argc, char **argv) {
   lc_group *g = NULL;
   lc_discovery *d = NULL;
   lc_group_report *rep = NULL;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   char *command = NULL, **words = NULL;
   int r, nwords = 0, status = CLI_EXIT_OK, color = isatty(1);
   size_t failed = 0;
@@ -80,9 +81,23 @@ int cli_exec(int argc, char **argv) {
              "host. Exits 1 when any host failed or was unreachable.\n"
              "As ssh, pdsh and clush do, the words after -- are joined with single blanks and\n"
              "the host's shell reads the result: -- hostname -I is -- 'hostname -I'. Quote what\n"
-             "this shell must not expand: -- 'echo $HOME' prints each host's $HOME.\n\n%s",
+             "this shell must not expand: -- 'echo $HOME' prints each host's $HOME.\n\n"
+             "  --timeout S             per host: a command still running after S seconds is\n"
+             "                          stopped (its whole process group) and the host reported\n"
+             "                          as timed out (default none: no limit)\n%s",
              cli_hostopts_help());
       return CLI_EXIT_OK;
+    }
+    if (strcmp(argv[i], "--timeout") == 0) {
+      char *end;
+      double s;
+      if (i + 1 >= argc)
+        return cli_usage_error("exec", "--timeout needs a value");
+      s = strtod(argv[++i], &end);
+      if (*end != '\0' || end == argv[i] || !(s > 0) || s > 2000000)
+        return cli_usage_error("exec", "--timeout %s: want seconds, e.g. 60 or 0.5", argv[i]);
+      eo.timeout_ms = (int)(s * 1000);
+      continue;
     }
     if ((took = cli_hostopts_take(&h, "exec", argc, argv, &i)) < 0)
       return CLI_EXIT_USAGE;
@@ -104,8 +119,11 @@ int cli_exec(int argc, char **argv) {
     status = cli_fail("exec", r, "cannot start the engine");
     goto out;
   }
-  if ((r = lc_discover(&g, &d, engine, &h.discover)) < 0) {
-    status = cli_fail("exec", r, "cannot find the hosts");
+  cli_discovery_catch(1);
+  r = lc_discover(&g, &d, engine, &h.discover);
+  cli_discovery_catch(0);
+  if (r < 0) {
+    status = cli_discovery_fail("exec", r, "cannot find the hosts");
     goto out;
   }
   if (lc_discovery_count(d) == 0) {
@@ -113,7 +131,7 @@ int cli_exec(int argc, char **argv) {
                                      "entries to the ssh config");
     goto out;
   }
-  if ((r = lc_group_exec(&rep, g, command, NULL, print_line, &color)) < 0) {
+  if ((r = lc_group_exec(&rep, g, command, &eo, print_line, &color)) < 0) {
     status = cli_fail("exec", r, "cannot run the command");
     goto out;
   }

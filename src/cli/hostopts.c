@@ -5,6 +5,7 @@
  */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +58,35 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
   return 1;
 }
 
+volatile sig_atomic_t cli_discovery_signal;
+
 void cli_hostopts_init(cli_hostopts *h) {
   lc_runtime_options_init(&h->runtime);
   lc_discover_options_init(&h->discover);
   h->discover.runtime = &h->runtime;
+  h->discover.cancel = &cli_discovery_signal;
+}
+
+static void on_discovery_signal(int signo) { cli_discovery_signal = signo; }
+
+void cli_discovery_catch(int on) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on ? on_discovery_signal : SIG_DFL; /* no SA_RESTART: nothing to restart */
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+int cli_discovery_fail(const char *cmd, int err, const char *what) {
+  int sig = cli_discovery_signal;
+  if (err != LC_ECANCELED || sig == 0)
+    return cli_fail(cmd, err, what);
+  fprintf(stderr, CLI_NAME " %s: stopped by %s during discovery: nothing was started\n", cmd,
+          sig == SIGINT    ? "SIGINT"
+          : sig == SIGTERM ? "SIGTERM"
+                           : "SIGHUP");
+  return 128 + sig;
 }
 
 const char *cli_hostopts_help(void) {
@@ -89,7 +115,7 @@ int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int f
   size_t ready;
   h->discover.facts = facts;
   if ((r = lc_discover(g, d, engine, &h->discover)) < 0)
-    return cli_fail(cmd, r, "cannot find the hosts");
+    return cli_discovery_fail(cmd, r, "cannot find the hosts");
   if (!have_hosts && lc_discovery_count(*d) == 0) { /* no host configured: this machine */
     lc_runtime *local = NULL;
     if ((r = lc_runtime_new_local(&local, engine, &h->runtime)) < 0 ||

@@ -54,8 +54,11 @@ int cli_hosts(int argc, char **argv) {
   h.discover.facts = 1;
   if ((r = lc_engine_new(&engine, NULL)) < 0)
     return cli_fail("hosts", r, "cannot start the engine");
-  if ((r = lc_discover(&g, &d, engine, &h.discover)) < 0) {
-    status = cli_fail("hosts", r, "discovery failed");
+  cli_discovery_catch(1);
+  r = lc_discover(&g, &d, engine, &h.discover);
+  cli_discovery_catch(0);
+  if (r < 0) {
+    status = cli_discovery_fail("hosts", r, "discovery failed");
     goto out;
   }
   if (json)

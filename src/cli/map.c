@@ -37,6 +37,7 @@ static lc_jobs *volatile map_queue;
 static void on_signal(int signo) {
   lc_jobs *q = map_queue;
   map_signal = signo;
+  cli_discovery_signal = signo;
   if (q != NULL)
     lc_jobs_cancel(q);
 }

@@ -659,8 +659,8 @@ static void insecure_warning(const cli_launch *s) {
 /*
  * The watcher: while a start runs (discovery, the master, the workers), SIGINT, SIGTERM and
  * SIGHUP (not in a supervisor) cancel it; lc_cluster_start then undoes what it made and returns,
- * and cli_start_up returns 128+N. Discovery has no cancel of its own: its waits are bounded
- * (--connect-timeout, --facts-timeout) and the start stops right after it.
+ * and cli_start_up returns 128+N. Discovery stops through its cancel flag (cli_discovery_signal):
+ * no more connects, its facts steps told to stop.
  */
 static void *watch_signals(void *arg) {
   cli_launch *s = arg;
@@ -682,6 +682,7 @@ static void *watch_signals(void *arg) {
             : si.ssi_signo == SIGTERM ? "SIGTERM"
                                       : "SIGHUP");
     atomic_store(&s->interrupted, (int)si.ssi_signo);
+    cli_discovery_signal = (sig_atomic_t)si.ssi_signo; /* discovery stops within 100 ms */
     if ((c = atomic_load(&s->live)) != NULL)
       lc_cluster_cancel(c);
     return NULL;

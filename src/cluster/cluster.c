@@ -27,15 +27,18 @@ typedef struct cancel_call {
   int closing;
 } cancel_call;
 
-/* Engine thread: everything the cluster's hosts run is told to stop, so that whatever a start
- * waits for (the master's port, workers, readiness, a listing) ends now rather than at its
- * limit; the waiters on the cluster's condition wake up and see the flag. */
+/* Engine thread: everything the cluster's start made on its hosts (master, workers, staging,
+ * work directories: the processes tagged with it, lc__proc_tag) is told to stop, so that whatever
+ * a start waits for (the master's port, workers, readiness) ends now rather than at its limit;
+ * other work on the same hosts (a job queue, a user's exec) is left alone. The waiters on the
+ * cluster's condition wake up and see the flag. */
 static void stop_all(lc_cluster *c) {
   lc_runtime *rts[2] = {c->local, NULL};
   for (size_t i = 0; i < lc_group_count(c->group) + 1; i++) {
     lc_runtime *rt = i < lc_group_count(c->group) ? lc_group_at(c->group, i) : rts[0];
     for (lc_process *p = rt != NULL ? rt->procs : NULL; p != NULL; p = p->next)
-      lc__proc_stop(p);
+      if (p->tag == c)
+        lc__proc_stop(p);
   }
   lc__engine_lock(lc__group_engine(c->group));
   lc__engine_broadcast(lc__group_engine(c->group));
@@ -337,7 +340,19 @@ void lc__cluster_limit_text(const lc_cluster *c, int master, char *out, size_t s
  * launcher's workers are spawned before the master is ready. A master that must move to another
  * port takes its early workers down and has them started again.
  */
+static int cluster_start(lc_cluster *c, int n);
+
+/* What the start makes is tagged with the cluster (lc__proc_tag): its cancel stops those alone. */
 int lc_cluster_start(lc_cluster *c, int n) {
+  const void *was = lc__proc_tag;
+  int r;
+  lc__proc_tag = c;
+  r = cluster_start(c, n);
+  lc__proc_tag = was;
+  return r;
+}
+
+static int cluster_start(lc_cluster *c, int n) {
   size_t mark = c->nports, fwd_mark = c->fwds.n;
   lc__wstart st = {0};
   lc__hostscan sc = {0};

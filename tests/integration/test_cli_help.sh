@@ -41,6 +41,9 @@ for cmd in start hosts map exec; do
   check "$cmd --help: --heartbeat default $heartbeat" \
     grep -q -- "--heartbeat S .*default $heartbeat: twice the $keepalive s keepalive" <<<"$h"
 done
+h=$(tr -s ' \n' ' ' <"$tmp/exec")
+check "exec --help: --timeout, per host, no limit by default" \
+  grep -q -- "--timeout S per host: .*(default none: no limit)" <<<"$h"
 h=$(tr -s ' \n' ' ' <"$tmp/start")
 check "start --help: master port 60000" grep -q -- "--master-port P .*(default 60000;" <<<"$h"
 check "start --help: worker ports 60001-60199" grep -q -- "(default 60001-60199)" <<<"$h"

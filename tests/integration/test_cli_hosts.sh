@@ -41,6 +41,28 @@ check "exec exits 1 when a host failed" [ "$rc" -eq 1 ]
 check "exec names the failed host and status" grep -q "lab1.*status 3" "$tmp/e3"
 check "exec counts the failures" grep -q "1 of 3 hosts failed" "$tmp/e3"
 
+# exec --timeout: per host; a host past it is stopped (its process group), reported timed out,
+# and the exit is 1; the other hosts succeed
+th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
+sleeps() { # the sleep 1000 processes on host I
+  for p in $("$th" pids "$1" --dir "$dir"); do
+    tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null
+    echo
+  done | grep -c '^sleep 1000 *$'
+}
+"$ctl" exec -F "$cfg" --hosts lab0,lab1 --timeout 2 -- \
+  'if [ $(hostname) = lab1 ]; then sleep 1000; else echo done; fi' >"$tmp/o14" 2>"$tmp/e14"
+rc=$?
+sed 's/^/    /' "$tmp/e14" >&2
+check "exec --timeout: exits 1 when a host timed out" [ "$rc" -eq 1 ]
+check "exec --timeout: names the host and the limit" grep -q "lab1: .*timed out after 2.0 s" "$tmp/e14"
+check "exec --timeout: the other host ran" grep -qx '\[lab0\] done' "$tmp/o14"
+check "exec --timeout: one of 2 hosts failed" grep -q "1 of 2 hosts failed" "$tmp/e14"
+no_sleeps() { [ "$(sleeps 1)" -eq 0 ]; }
+check "exec --timeout: nothing left on lab1" wait_for 30 no_sleeps
+"$ctl" exec -F "$cfg" --hosts lab0 --timeout soon -- true >"$tmp/o15" 2>&1; rc=$?
+check "exec --timeout soon: exits 2 and quotes it" sh -c "[ $rc -eq 2 ] && grep -q soon '$tmp/o15'"
+
 # exec joins the words after -- with single blanks, as ssh, pdsh and clush do; the host's shell
 # parses the result
 "$ctl" exec -F "$cfg" --hosts lab0,lab1 -- echo a  b >"$tmp/o7" 2>"$tmp/e7"; rc=$?

@@ -194,6 +194,60 @@ static void test_discover_facts_timeout(void) {
                    "mv /root/.bashrc.saved /root/.bashrc; else rm -f /root/.bashrc; fi") == 0);
 }
 
+static volatile sig_atomic_t discover_cancel;
+
+static void *set_cancel_later(void *arg) {
+  (void)arg;
+  usleep(2000 * 1000);
+  discover_cancel = 1;
+  return NULL;
+}
+
+/* Discovery whose facts step hangs on lab2 (limit 60 s), canceled through its flag after 2 s:
+ * lc_discover returns LC_ECANCELED long before the limit, with nothing out, and what its facts
+ * step started on lab2 is ended. */
+static void test_discover_cancel(void) {
+  lc_discover_options o = LC_DISCOVER_OPTIONS_INIT;
+  lc_runtime_options ro = th_options();
+  lc_group *g = NULL;
+  lc_discovery *d = NULL;
+  pthread_t th;
+  uint64_t t0;
+  double took;
+  int r;
+  LC_REQUIRE(host_sh("lab2", "mkdir -p /root/fakebin && "
+                             "printf '#!/bin/sh\\ntrap \"\" TERM INT HUP\\n"
+                             "while :; do sleep 1; done\\n' > /root/fakebin/nvidia-smi && "
+                             "chmod 755 /root/fakebin/nvidia-smi && "
+                             "{ cp /root/.bashrc /root/.bashrc.saved 2>/dev/null || :; } && "
+                             "echo 'export PATH=/root/fakebin:$PATH' >> /root/.bashrc") == 0);
+  o.hosts = "lab1,lab2";
+  o.runtime = &ro;
+  o.facts = 1;
+  o.facts_timeout_ms = 60000;
+  o.cancel = &discover_cancel;
+  discover_cancel = 0;
+  LC_REQUIRE(pthread_create(&th, NULL, set_cancel_later, NULL) == 0);
+  t0 = now_ms();
+  r = lc_discover(&g, &d, engine, &o);
+  took = (double)(now_ms() - t0) / 1000.0;
+  pthread_join(th, NULL);
+  fprintf(stderr, "  discovery returned %s after %.2f s: %s\n", lc_err_name(r), took,
+          lc_error_last());
+  LC_CHECK(r == LC_ECANCELED);
+  LC_CHECK(g == NULL && d == NULL);
+  LC_CHECK(took < 30.0); /* a bound, not a timing: without the cancel it takes the 60 s limit */
+  LC_CHECK_CONTAINS(lc_error_last(), "canceled");
+  for (int k = 0; k < 30 && procs_left(2, "fakebin/nvidia-smi") != 0; k++)
+    sleep(1); /* the lifeline ends its group after the kill grace */
+  LC_CHECK(procs_left(2, "fakebin/nvidia-smi") == 0);
+  lc_discovery_free(d);
+  lc_group_free(g);
+  LC_CHECK(host_sh("lab2",
+                   "rm -rf /root/fakebin; if [ -e /root/.bashrc.saved ]; then "
+                   "mv /root/.bashrc.saved /root/.bashrc; else rm -f /root/.bashrc; fi") == 0);
+}
+
 static char ctl[4096], master_tmpl[4200];
 
 typedef struct canceler {
@@ -217,6 +271,8 @@ static void cancel_case(const char *master, const char *master_host, int after_m
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   lc_cluster *c = NULL;
   lc_group *g = connect_labs(2);
+  lc_process *outsider = NULL;
+  lc_exec_result res;
   canceler k;
   pthread_t th;
   uint64_t t0;
@@ -230,6 +286,8 @@ static void cancel_case(const char *master, const char *master_host, int after_m
   o.master_timeout_ms = 120000;
   o.worker_timeout_ms = 120000;
   LC_REQUIRE_OK(lc_cluster_new(&c, g, m, w, &o));
+  /* other work on the same group (a user's exec): the cancel must leave it alone */
+  LC_REQUIRE_OK(lc_runtime_spawn(&outsider, lc_group_find(g, "lab0"), "exec sleep 2003", NULL));
   k.c = c;
   k.after_ms = after_ms;
   LC_REQUIRE(pthread_create(&th, NULL, cancel_later, &k) == 0);
@@ -244,6 +302,11 @@ static void cancel_case(const char *master, const char *master_host, int after_m
   LC_CHECK(lc_cluster_wait(c, 0) == LC_ECANCELED);
   lc_cluster_free(c);
   th_command_type_free(m, w);
+  sleep(2); /* the cancel's stops (again every 250 ms while the cluster lived) had time to act */
+  LC_CHECK(th_count_procs(0, "sleep 2003") == 1);
+  LC_CHECK(lc_process_wait(&res, outsider, 0) == -ETIMEDOUT);
+  lc_process_free(outsider);
+  LC_CHECK(procs_left(0, "sleep 2003") == 0);
   lc_group_free(g);
   for (int i = 0; i < 2; i++) {
     LC_CHECK(procs_left(i, "sleep 100") == 0);
@@ -262,7 +325,7 @@ int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_exec_timeout),           LC_TEST(test_exec_big_output),
       LC_TEST(test_discover_facts_timeout), LC_TEST(test_cancel_master_wait),
-      LC_TEST(test_cancel_worker_wait),
+      LC_TEST(test_cancel_worker_wait),     LC_TEST(test_discover_cancel),
   };
   int r;
   th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
