@@ -226,7 +226,8 @@ static void stalled_host_does_not_stall_others(void) {
   ticks tsink, tb, tc;
   pid_t clients[CLIENTS] = {0};
   long long stopped_at, lost_ms = -1, back_ms = -1;
-  char cmd[4200];
+  char cmd[4200], tool[1024];
+  const char *wd = NULL;
   int port = 0, r;
 
   ticks_init(&tsink);
@@ -235,7 +236,11 @@ static void stalled_host_does_not_stall_others(void) {
   LC_REQUIRE(a != NULL && b != NULL && c != NULL);
   pb = spawn_ticker(b, &tb, "while :; do echo tick; sleep 0.2; done");
   pc = spawn_ticker(c, &tc, "while :; do echo tick; sleep 0.2; done");
-  snprintf(cmd, sizeof(cmd), "exec %s --timeout 200 --conns 0 listen 127.0.0.1 0 sink", LC_TCPTOOL);
+  /* the tool goes to lab0 first: the hosts have their own /tmp, where a checkout may be */
+  LC_REQUIRE_OK(lc_runtime_workdir(&wd, a));
+  snprintf(tool, sizeof(tool), "%s/tcptool", wd);
+  LC_REQUIRE_OK(lc_runtime_send_file(a, LC_TCPTOOL, tool, 30000));
+  snprintf(cmd, sizeof(cmd), "exec '%s' --timeout 200 --conns 0 listen 127.0.0.1 0 sink", tool);
   sink = spawn_ticker(a, &tsink, cmd);
   LC_REQUIRE(pb != NULL && pc != NULL && sink != NULL);
   for (int k = 0; k < 100 && (port = tsink.port) == 0; k++)
