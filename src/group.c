@@ -573,7 +573,7 @@ static void job_tick(uv_timer_t *t) {
  */
 static void job_watch(uv_timer_t *t) {
   job *j = t->data;
-  if (j->canceled || !*j->cancel)
+  if (j->canceled || !__atomic_load_n(j->cancel, __ATOMIC_RELAXED)) /* set by another thread */
     return;
   j->canceled = 1;
   uv_timer_stop(&j->watch);
@@ -772,7 +772,7 @@ static void connect_next(connect_job *j) {
  * timeout: libssh 0.10 has no abort of a connect in progress that leaves the session usable). */
 static void connect_watch(uv_timer_t *t) {
   connect_job *j = t->data;
-  if (!*j->cancel)
+  if (!__atomic_load_n(j->cancel, __ATOMIC_RELAXED))
     return;
   uv_timer_stop(&j->watch);
   for (; j->next < j->n; j->next++)

@@ -153,7 +153,7 @@ static char *filtered_out(const candidate *c, const lc_discover_options *o) {
 }
 
 static int canceled(const lc_discover_options *o) {
-  if (o->cancel == NULL || !*o->cancel)
+  if (o->cancel == NULL || !__atomic_load_n(o->cancel, __ATOMIC_RELAXED))
     return 0;
   return lc__error_set(LC_ECANCELED, "discovery was canceled: the hosts it had connected are "
                                      "let go, what their facts steps started is ended");

@@ -60,10 +60,13 @@ typedef struct lc_discover_options {
   int facts_timeout_ms;
   /* ---- version 3 ---- */
   /**
-   * When not NULL: once *cancel is non-zero (set from any thread or a signal handler), discovery
+   * When not NULL: once *cancel is non-zero, discovery
    * stops: no more hosts are connected (a connect under way ends by its connect timeout), the
    * facts steps running are told to stop (what they started on the hosts is ended), what it made
-   * is freed, and lc_discover returns LC_ECANCELED. It is looked at every 100 ms.
+   * is freed, and lc_discover returns LC_ECANCELED. It is looked at every 100 ms, read with an
+   * atomic load: set it from a signal handler (a plain store), or from another thread with an
+   * atomic store (`__atomic_store_n(&flag, 1, __ATOMIC_RELAXED)`), as a plain store from a
+   * thread is a data race.
    */
   const volatile sig_atomic_t *cancel;
 } lc_discover_options;

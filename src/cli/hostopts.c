@@ -79,7 +79,7 @@ void cli_discovery_catch(int on) {
 }
 
 int cli_discovery_fail(const char *cmd, int err, const char *what) {
-  int sig = cli_discovery_signal;
+  int sig = __atomic_load_n(&cli_discovery_signal, __ATOMIC_RELAXED);
   if (err != LC_ECANCELED || sig == 0)
     return cli_fail(cmd, err, what);
   fprintf(stderr, CLI_NAME " %s: stopped by %s during discovery: nothing was started\n", cmd,

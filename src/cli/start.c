@@ -682,7 +682,8 @@ static void *watch_signals(void *arg) {
             : si.ssi_signo == SIGTERM ? "SIGTERM"
                                       : "SIGHUP");
     atomic_store(&s->interrupted, (int)si.ssi_signo);
-    cli_discovery_signal = (sig_atomic_t)si.ssi_signo; /* discovery stops within 100 ms */
+    /* discovery stops within 100 ms; an atomic store: the engine thread reads it */
+    __atomic_store_n(&cli_discovery_signal, (sig_atomic_t)si.ssi_signo, __ATOMIC_RELAXED);
     if ((c = atomic_load(&s->live)) != NULL)
       lc_cluster_cancel(c);
     return NULL;

@@ -199,7 +199,7 @@ static volatile sig_atomic_t discover_cancel;
 static void *set_cancel_later(void *arg) {
   (void)arg;
   usleep(2000 * 1000);
-  discover_cancel = 1;
+  __atomic_store_n(&discover_cancel, 1, __ATOMIC_RELAXED); /* another thread: atomic */
   return NULL;
 }
 
