@@ -706,7 +706,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   char *nl;
   (void)buf;
   if (nread < 0) { /* the end (UV_EOF), an error, or a line longer than our buffer (UV_ENOBUFS) */
-    if (nread != UV_EOF && !M.finished)
+    /* a connection that ends before its hello is no worker: lazycluster's readiness probe (a
+     * connect, closed at once) or a port scanner; only a worker's end is worth a line */
+    if (nread != UV_EOF && !M.finished && c->index >= 0)
       fprintf(stderr, "master: worker-%d: %s\n", c->index, uv_strerror((int)nread));
     client_close(c);
     return;

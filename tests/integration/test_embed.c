@@ -570,13 +570,6 @@ static void test_cap_bad(void) {
  * 0.2 MB, also with an on_line that sleeps 1 ms every 1000 lines (13 s instead of 3 s: the host
  * is held back, nothing piles up here).
  */
-#if defined(__SANITIZE_ADDRESS__)
-#define EMBED_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define EMBED_ASAN 1
-#endif
-#endif
 #define PEAK_SLACK_KB (64L * 1024)
 
 /* VmHWM or VmRSS of this process in kB. */
@@ -650,7 +643,7 @@ static void test_gigabyte_output(void) {
       LC_CHECK(c.lines == 10000000ull);
       LC_CHECK(c.bytes == 1000000000ull);
     }
-#ifndef EMBED_ASAN
+#ifndef LC_TEST_ASAN
     LC_CHECK(before > 0 && peak > 0 && peak - before < PEAK_SLACK_KB);
 #else
     fprintf(stderr, "  (AddressSanitizer: the peak is its allocator's, not checked)\n");

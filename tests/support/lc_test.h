@@ -8,6 +8,16 @@
 #ifndef LC_TEST_H
 #define LC_TEST_H
 
+/* LC_TEST_ASAN: built with AddressSanitizer, whose allocator keeps freed memory resident, so a
+ * test's bound on this process's peak memory does not hold there (gcc and clang spell it apart). */
+#if defined(__SANITIZE_ADDRESS__)
+#define LC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LC_TEST_ASAN 1
+#endif
+#endif
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +27,7 @@ static int lc_test_failed_now;
 #define LC_CHECK(cond)                                                                             \
   do {                                                                                             \
     if (!(cond)) {                                                                                 \
-      fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                 \
+      fprintf(stderr, "  %s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                   \
       lc_test_failed_now = 1;                                                                      \
     }                                                                                              \
   } while (0)
@@ -25,7 +35,7 @@ static int lc_test_failed_now;
 #define LC_REQUIRE(cond)                                                                           \
   do {                                                                                             \
     if (!(cond)) {                                                                                 \
-      fprintf(stderr, "  %s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond);               \
+      fprintf(stderr, "  %s:%d: REQUIRE failed: %s\n", __FILE__, __LINE__, #cond);                 \
       lc_test_failed_now = 1;                                                                      \
       return;                                                                                      \
     }                                                                                              \
@@ -36,7 +46,7 @@ static int lc_test_failed_now;
   do {                                                                                             \
     int lc_t_r_ = (call);                                                                          \
     if (lc_t_r_ != 0) {                                                                            \
-      fprintf(stderr, "  %s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #call, lc_t_r_,   \
+      fprintf(stderr, "  %s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #call, lc_t_r_,    \
               lc_err_name(lc_t_r_), lc_error_last());                                              \
       lc_test_failed_now = 1;                                                                      \
     }                                                                                              \
@@ -46,7 +56,7 @@ static int lc_test_failed_now;
   do {                                                                                             \
     int lc_t_r_ = (call);                                                                          \
     if (lc_t_r_ != 0) {                                                                            \
-      fprintf(stderr, "  %s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #call, lc_t_r_,   \
+      fprintf(stderr, "  %s:%d: %s returned %d (%s): %s\n", __FILE__, __LINE__, #call, lc_t_r_,    \
               lc_err_name(lc_t_r_), lc_error_last());                                              \
       lc_test_failed_now = 1;                                                                      \
       return;                                                                                      \
@@ -57,7 +67,7 @@ static int lc_test_failed_now;
   do {                                                                                             \
     const char *lc_t_a_ = (a), *lc_t_b_ = (b);                                                     \
     if (lc_t_a_ == NULL || lc_t_b_ == NULL || strcmp(lc_t_a_, lc_t_b_) != 0) {                     \
-      fprintf(stderr, "  %s:%d: \"%s\" != \"%s\"\n", __FILE__, __LINE__,                          \
+      fprintf(stderr, "  %s:%d: \"%s\" != \"%s\"\n", __FILE__, __LINE__,                           \
               lc_t_a_ ? lc_t_a_ : "(null)", lc_t_b_ ? lc_t_b_ : "(null)");                         \
       lc_test_failed_now = 1;                                                                      \
     }                                                                                              \
@@ -68,7 +78,7 @@ static int lc_test_failed_now;
   do {                                                                                             \
     const char *lc_t_h_ = (haystack), *lc_t_n_ = (needle);                                         \
     if (lc_t_h_ == NULL || strstr(lc_t_h_, lc_t_n_) == NULL) {                                     \
-      fprintf(stderr, "  %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,            \
+      fprintf(stderr, "  %s:%d: \"%s\" does not contain \"%s\"\n", __FILE__, __LINE__,             \
               lc_t_h_ ? lc_t_h_ : "(null)", lc_t_n_);                                              \
       lc_test_failed_now = 1;                                                                      \
     }                                                                                              \
@@ -79,7 +89,8 @@ typedef struct lc_test_case {
   void (*fn)(void);
 } lc_test_case;
 
-#define LC_TEST(fn) {#fn, fn}
+#define LC_TEST(fn)                                                                                \
+  { #fn, fn }
 
 /* Whether name is a word of the space-separated list (NULL: none). */
 static inline int lc_test_listed(const char *list, const char *name) {
