@@ -16,10 +16,17 @@
 #include <pthread.h>
 
 #define LC__POLL_MS 50
-#define LC__LISTING_GAP_MAX_MS 250 /* readiness listings of one host at most this far apart */
-/* while probes of a host's ports fail, a readiness listing of it at most this often: a failed
- * probe may be a refused forward (the reason is not known), which only a listing shows */
+/* Readiness polls one host 10 ms apart for the first half second (most services listen by
+ * then), then 10 ms more each time up to LC__LISTING_GAP_MAX_MS, then a quarter more each time up
+ * to LC__POLL_GAP_MAX_MS: a service that takes a minute to start (a Dask worker on a busy host)
+ * costs its host and this engine a look a second, not four. */
+#define LC__LISTING_GAP_MAX_MS 250
+#define LC__POLL_GAP_MAX_MS 1000
+/* while probes of a host's ports fail, a readiness listing of it: the first after
+ * LC__PROBE_LISTING_MS, each later one a second further apart, up to LC__PROBE_LISTING_MAX_MS. A
+ * failed probe may be a refused forward (the reason is not known), which only a listing shows. */
 #define LC__PROBE_LISTING_MS 1000
+#define LC__PROBE_LISTING_MAX_MS 5000
 #define LC__TAIL_LINES 8
 /* The cluster-wide part of the workers' context, one file in each host's working directory. */
 #define LC__CONTEXT_FILE "cluster-context"

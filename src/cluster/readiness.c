@@ -75,10 +75,21 @@ static int host_probe_judge(lc_cluster *c, size_t first, size_t h, const lc__pro
   return all;
 }
 
+/* The pause before a host's next look, after a pause of gap, waited ms into the wait
+ * (cluster_internal.h: 10 ms, growing to LC__POLL_GAP_MAX_MS). */
+static unsigned poll_gap(unsigned gap, uint64_t waited) {
+  if (waited < 500)
+    return LC__POLL_MS / 5;
+  if (gap < LC__LISTING_GAP_MAX_MS)
+    return gap + LC__POLL_MS / 5;
+  gap += gap / 4;
+  return gap < LC__POLL_GAP_MAX_MS ? gap : LC__POLL_GAP_MAX_MS;
+}
+
 /*
  * Readiness of workers first..: each host with workers not yet listening is probed on its own,
- * one probe after the other (10 ms apart for the first half second, then 10 ms more each time up
- * to LC__LISTING_GAP_MAX_MS: a slow service is not hammered), so that a slow host holds up no
+ * one probe after the other (poll_gap: 10 ms apart for the first half second, growing to a
+ * second apart: a slow service is not hammered), so that a slow host holds up no
  * other and a host whose workers are all up is left alone. A probe connects to each port at
  * 127.0.0.1 on the host, where the tunnels connect (on SSH a direct-tcpip channel: no session
  * channel, no process, so a host whose workers hold its channels is still polled); a port that
@@ -87,8 +98,9 @@ static int host_probe_judge(lc_cluster *c, size_t first, size_t h, const lc__pro
  * listens for the cluster's user there: another uid's listener on it means a stranger took the
  * port, and the wait ends with that error (-EADDRINUSE).
  * A failed probe is "not yet", but the backend may not know why it failed (libssh 0.10 does not
- * keep a channel's open-failure reason), so while some probes fail a listing still runs every
- * LC__PROBE_LISTING_MS (it also makes the workers already up ready); when such a listing shows
+ * keep a channel's open-failure reason), so while some probes fail a listing still runs, after
+ * LC__PROBE_LISTING_MS and then a second further apart each time up to LC__PROBE_LISTING_MAX_MS
+ * (it also makes the workers already up ready); when such a listing shows
  * ours a port whose probe failed, the next probe asks that port again, and if it fails there the
  * host's probes cannot see (forwarding refused): from then on, as for a backend without probes,
  * the host is polled with listings alone.
@@ -101,6 +113,8 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   lc__probe **pr = lc__calloc(nh + 1, sizeof(*pr));
   uint64_t *next = lc__calloc(nh + 1, sizeof(*next));
   uint64_t *listed = lc__calloc(nh + 1, sizeof(*listed)); /* when a listing last started */
+  unsigned *lgap =
+      lc__calloc(nh + 1, sizeof(*lgap)); /* listings while probes fail: how far apart */
   unsigned *gap = lc__calloc(nh + 1, sizeof(*gap));
   int *check = lc__calloc(nh + 1, sizeof(*check));   /* a port a listing found ours unprobed */
   int *probed = lc__calloc(nh + 1, sizeof(*probed)); /* the check port the running probe asks */
@@ -112,14 +126,16 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   char msg[4096];
   int r = 0;
 
-  if (ls == NULL || pr == NULL || next == NULL || listed == NULL || gap == NULL || check == NULL ||
-      probed == NULL || needed == NULL || confirm == NULL || blind == NULL || acc == NULL ||
-      ports == NULL) {
+  if (ls == NULL || pr == NULL || next == NULL || listed == NULL || lgap == NULL || gap == NULL ||
+      check == NULL || probed == NULL || needed == NULL || confirm == NULL || blind == NULL ||
+      acc == NULL || ports == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
-  for (size_t h = 0; h < nh; h++)
+  for (size_t h = 0; h < nh; h++) {
     listed[h] = t0;
+    lgap[h] = LC__PROBE_LISTING_MS;
+  }
   for (;;) {
     size_t pending = 0;
     lc__listing *busy = NULL;
@@ -140,9 +156,7 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
       lc__probe_free(pr[h]);
       pr[h] = NULL;
       probed[h] = 0;
-      gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
-      if (gap[h] > LC__LISTING_GAP_MAX_MS)
-        gap[h] = LC__LISTING_GAP_MAX_MS;
+      gap[h] = poll_gap(gap[h], now - t0);
       next[h] = now + gap[h];
     }
     /* listings that ended: the workers of their host that listen are ready */
@@ -176,10 +190,7 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
       lc__listing_free(ls[h]);
       ls[h] = NULL;
       if (blind[h]) {
-        /* 10 ms apart for the first half second (most services listen by then), then slower */
-        gap[h] = now - t0 < 500 ? LC__POLL_MS / 5 : gap[h] + LC__POLL_MS / 5;
-        if (gap[h] > LC__LISTING_GAP_MAX_MS)
-          gap[h] = LC__LISTING_GAP_MAX_MS;
+        gap[h] = poll_gap(gap[h], now - t0);
         next[h] = now + gap[h];
       }
     }
@@ -225,7 +236,9 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
          * A port to check first goes to a probe. */
         int by = confirm[h] && check[h] == 0;
         if (by || (blind[h] && now >= next[h]) ||
-            (!blind[h] && check[h] == 0 && now >= listed[h] + LC__PROBE_LISTING_MS)) {
+            (!blind[h] && check[h] == 0 && now >= listed[h] + lgap[h])) {
+          if (!by && !blind[h] && lgap[h] < LC__PROBE_LISTING_MAX_MS)
+            lgap[h] += LC__PROBE_LISTING_MS;
           confirm[h] = 0;
           listed[h] = now;
           if ((r = host_listing_start(c, first, h, &ls[h], ports)) < 0)
@@ -257,6 +270,7 @@ out:
   free(pr);
   free(next);
   free(listed);
+  free(lgap);
   free(gap);
   free(check);
   free(probed);

@@ -15,6 +15,10 @@
  *   process (same pid) still runs afterwards and its output still arrives.
  * - long_blip_ends_processes: a keepalive limit of 5 s (heartbeat limit 10 s by default), lab2's
  *   link down for 25 s: the process has ended and nothing is left on the host.
+ * - late_engine_keeps_host: the engine thread held up longer than lab1's keepalive limit of 2 s
+ *   (lab2's line callback sleeps 2.5 s, twice; a machine under heavy load starves the engine the
+ *   same way) right after lab1's keepalive went out: lab1 answered, and is not counted lost for
+ *   an answer that waited unread in its socket; its command lives on.
  */
 #include "lc_test.h"
 #include "testenv.h"
@@ -370,12 +374,53 @@ static void long_blip_ends_processes(void) {
   LC_CHECK(wait_nothing_on(2, 60) == 0);
 }
 
+/* ---- a flooding host ----------------------------------------------------------------------- */
+
+static void flooding_host_does_not_starve_others(void) {
+  /* lab1: keepalive limit 5 s, so that an engine held up past it by lab2 would lose lab1 */
+  lc_runtime *a = connect_host("lab1", 5000), *b = connect_host("lab2", 0);
+  lc_process *pa = NULL, *pb = NULL;
+  lc_exec_result res;
+  ticks ta, tb;
+  long long t0;
+  ticks_init(&ta);
+  ticks_init(&tb);
+  LC_REQUIRE(a != NULL && b != NULL);
+  pa = spawn_ticker(a, &ta, "while :; do echo tick; sleep 0.2; done");
+  LC_REQUIRE(pa != NULL);
+  sleep_ms(1000);
+  ticks_watch(&ta, 1);
+  t0 = now_ms();
+  /* lab2: 400 MB of 100-byte lines as fast as the host can write them */
+  pb = spawn_ticker(b, &tb, "head -c 400000000 /dev/zero | tr '\\0' x | fold -w 99");
+  LC_REQUIRE(pb != NULL);
+  memset(&res, 0, sizeof(res));
+  LC_CHECK_OK(lc_process_wait(&res, pb, 300000));
+  ticks_watch(&ta, 0);
+  fprintf(stderr,
+          "  lab2 wrote %ld lines in %lld ms (exit %d); meanwhile lab1 %ld lines, longest "
+          "gap %lld ms, %s\n",
+          ticks_count(&tb), now_ms() - t0, res.exit_status, ticks_count(&ta), ta.max_gap_ms,
+          lc_runtime_is_connected(a) ? "connected" : "lost");
+  LC_CHECK(res.exit_status == 0);
+  LC_CHECK(ticks_count(&tb) == 4040405); /* 400,000,000 bytes in lines of 99 and a last of 4 */
+  /* lab1's lines kept coming (one every 200 ms; 5 s is a generous bound) */
+  LC_CHECK(ta.max_gap_ms < 5000);
+  LC_CHECK(lc_runtime_is_connected(a));
+  LC_CHECK_OK(lc_process_stop(pa));
+  lc_process_free(pa);
+  lc_process_free(pb);
+  lc_runtime_free(a);
+  lc_runtime_free(b);
+  LC_CHECK(wait_nothing_on(1, 30) == 0);
+  LC_CHECK(wait_nothing_on(2, 30) == 0);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(local_children_hold_no_ssh_socket),
-      LC_TEST(stalled_host_does_not_stall_others),
-      LC_TEST(short_blip_keeps_processes),
-      LC_TEST(long_blip_ends_processes),
+      LC_TEST(local_children_hold_no_ssh_socket),    LC_TEST(stalled_host_does_not_stall_others),
+      LC_TEST(short_blip_keeps_processes),           LC_TEST(long_blip_ends_processes),
+      LC_TEST(flooding_host_does_not_starve_others),
   };
   int r;
   signal(SIGPIPE, SIG_IGN);
