@@ -156,24 +156,34 @@ static long match_uuid(const char *tok, size_t tl, const char *const *uuids, siz
   return found;
 }
 
+/* The next entry of a CUDA_VISIBLE_DEVICES list at *p, blanks trimmed: 0 with *tok and *tl set
+ * and *p past its comma (at the end after the last entry), -1 when no entry is left. */
+static int visible_next(const char **p, const char **tok, size_t *tl) {
+  const char *e;
+  if (*p == NULL || **p == '\0')
+    return -1;
+  e = strchr(*p, ',');
+  *tok = *p;
+  *tl = e ? (size_t)(e - *p) : strlen(*p);
+  *p = e ? e + 1 : NULL;
+  while (*tl > 0 && isspace((unsigned char)**tok))
+    (*tok)++, (*tl)--;
+  while (*tl > 0 && isspace((unsigned char)(*tok)[*tl - 1]))
+    (*tl)--;
+  return 0;
+}
+
 size_t lc__gpu_visible_select(const char *cvd, const char *const *uuids, size_t n, size_t *out) {
-  size_t count = 0;
-  const char *p = cvd;
+  size_t count = 0, tl;
+  const char *p = cvd, *tok;
   if (cvd == NULL) {
     for (size_t i = 0; i < n; i++)
       out[i] = i;
     return n;
   }
-  while (*p && count < n) {
-    const char *e = strchr(p, ',');
-    size_t tl = e ? (size_t)(e - p) : strlen(p);
-    const char *tok = p;
+  while (count < n && visible_next(&p, &tok, &tl) == 0) {
     long dev = -1;
     int digits = tl > 0;
-    while (tl > 0 && isspace((unsigned char)*tok))
-      tok++, tl--;
-    while (tl > 0 && isspace((unsigned char)tok[tl - 1]))
-      tl--;
     for (size_t i = 0; i < tl; i++)
       digits &= isdigit((unsigned char)tok[i]) != 0;
     if (digits && tl > 0 && tl < 9)
@@ -186,11 +196,23 @@ size_t lc__gpu_visible_select(const char *cvd, const char *const *uuids, size_t 
       if (out[i] == (size_t)dev)
         return count;
     out[count++] = (size_t)dev;
-    if (e == NULL)
-      break;
-    p = e + 1;
   }
   return count;
+}
+
+int lc__gpu_visible_entry(const char *cvd, int k, char *out, size_t n) {
+  const char *p = cvd, *tok = NULL;
+  size_t tl = 0;
+  if (k < 0)
+    return -1;
+  for (int i = 0; i <= k; i++)
+    if (visible_next(&p, &tok, &tl) < 0)
+      return -1;
+  if (tl == 0 || tl >= n)
+    return -1;
+  memcpy(out, tok, tl);
+  out[tl] = '\0';
+  return 0;
 }
 
 static int set_source(lc_hostinfo *info, const char *source, const char *reason) {

@@ -35,4 +35,9 @@ void lc__gpu_uuid_format(char *buf, size_t n, const unsigned char bytes[16]);
  */
 size_t lc__gpu_visible_select(const char *cvd, const char *const *uuids, size_t n, size_t *out);
 
+/* Entry k (0: the first) of a CUDA_VISIBLE_DEVICES list, blanks trimmed, into out (room for n):
+ * the device that a process under cvd numbers k, named as cvd names it (an index or a UUID prefix).
+ * Returns 0, or -1 when the list has no such entry (or it does not fit). */
+int lc__gpu_visible_entry(const char *cvd, int k, char *out, size_t n);
+
 #endif /* LC_GPU_H */

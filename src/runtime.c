@@ -2,6 +2,7 @@
  * runtime.c - one host, whatever the backend: the blocking public calls, processes and their
  * lifelines, output lines, heartbeats, file transfers and the working directory.
  */
+#include "gpu.h"
 #include "runtime_internal.h"
 
 #include <errno.h>
@@ -402,6 +403,19 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
 
 int lc__runtime_on_this_machine(const lc_runtime *rt) {
   return (rt->ops->caps & LC__BACKEND_ON_THIS_MACHINE) != 0;
+}
+
+void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_size, char *order,
+                         size_t order_size) {
+  const char *ours = lc__runtime_on_this_machine(rt) ? getenv("CUDA_VISIBLE_DEVICES") : NULL;
+  char entry[128];
+  if (ours != NULL && lc__gpu_visible_entry(ours, gpu, entry, sizeof(entry)) == 0) {
+    snprintf(cvd, cvd_size, "CUDA_VISIBLE_DEVICES=%s", entry);
+    snprintf(order, order_size, "%s", "");
+  } else {
+    snprintf(cvd, cvd_size, "CUDA_VISIBLE_DEVICES=%d", gpu);
+    snprintf(order, order_size, "CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  }
 }
 
 void lc__runtime_discard(lc_runtime *rt) {

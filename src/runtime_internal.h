@@ -287,6 +287,14 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
 unsigned int lc__runtime_umask(const lc_runtime *rt);
 /* Whether rt runs on this machine (LC__BACKEND_ON_THIS_MACHINE). Any thread. */
 int lc__runtime_on_this_machine(const lc_runtime *rt);
+/* The environment that gives a process on rt the GPU numbered gpu (>= 0) among rt's GPUs:
+ * "CUDA_VISIBLE_DEVICES=..." into cvd and "CUDA_DEVICE_ORDER=PCI_BUS_ID" into order (a host's GPUs
+ * are numbered as nvidia-smi does, in PCI order). On this machine under a CUDA_VISIBLE_DEVICES
+ * of ours (a user who keeps to some GPUs of a shared host) its GPUs are those, numbered as CUDA
+ * does: the process gets that list's entry gpu as it is written there, in our own device order
+ * (order empty). Any thread. */
+void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_size, char *order,
+                         size_t order_size);
 /* Runtimes for groups (runtimes/ssh): settings read here (any thread), connected on the engine
  * thread. */
 int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,

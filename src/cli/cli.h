@@ -92,14 +92,19 @@ int cli_hostopts_take(cli_hostopts *h, const char *cmd, int argc, char **argv, i
 /* The options' help text. */
 const char *cli_hostopts_help(void);
 /*
- * The hosts of a command that works on hosts (start, run, map): those discovery finds (with their
- * facts when facts is set), or this machine alone when no host is configured (no --hosts, no
- * --inventory, no Host alias in the ssh config). Says on stderr which (and why a host is not
- * there). Returns CLI_EXIT_OK with *g and *d set (the caller frees both, also on failure), or an
- * exit code with the error printed: no host reachable, discovery failed.
+ * The hosts of a command that works on hosts (start, run, map): those discovery finds, with their
+ * facts, or this machine alone when no host is configured (no --hosts, no --inventory, no Host
+ * alias in the ssh config) with its GPUs, and with slots its cores as slots (cli_local_resources).
+ * Says on stderr which (and why a host is not there). Returns CLI_EXIT_OK with *g and *d set (the
+ * caller frees both, also on failure), or an exit code with the error printed: no host reachable,
+ * discovery failed.
  */
-int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int facts, lc_group **g,
+int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int slots, lc_group **g,
                       lc_discovery **d);
+/* Gives rt, a runtime of this machine, its GPUs as this machine's host info reports them (the
+ * CUDA runtime, NVML; CUDA_VISIBLE_DEVICES honoured), as discovery does for a host, so that each
+ * worker or job gets a GPU of its own; with slots, its cores as slots too (map). */
+void cli_local_resources(lc_runtime *rt, int slots);
 /* The signal that canceled discovery (0: none): cli_hostopts_init points every discovery's cancel
  * flag here; a command's signal handler or watcher sets it (async-signal-safe). */
 extern volatile sig_atomic_t cli_discovery_signal;

@@ -109,11 +109,11 @@ const char *cli_hostopts_help(void) {
          "                          what they write is yours alone; e.g. 022)\n";
 }
 
-int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int facts, lc_group **g,
+int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int slots, lc_group **g,
                       lc_discovery **d) {
   int r, have_hosts = h->discover.hosts || h->discover.inventory;
   size_t ready;
-  h->discover.facts = facts;
+  h->discover.facts = 1;
   if ((r = lc_discover(g, d, engine, &h->discover)) < 0)
     return cli_discovery_fail(cmd, r, "cannot find the hosts");
   if (!have_hosts && lc_discovery_count(*d) == 0) { /* no host configured: this machine */
@@ -123,6 +123,7 @@ int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int f
       lc_runtime_free(local);
       return cli_fail(cmd, r, "cannot use this machine");
     }
+    cli_local_resources(local, slots);
     fprintf(stderr, "no hosts configured: using this machine\n");
     return CLI_EXIT_OK;
   }
@@ -134,6 +135,16 @@ int cli_hosts_connect(const char *cmd, cli_hostopts *h, lc_engine *engine, int f
   if (ready == 0)
     return cli_fail(cmd, LC_ECLOSED, "no host is reachable");
   return CLI_EXIT_OK;
+}
+
+void cli_local_resources(lc_runtime *rt, int slots) {
+  lc_hostinfo *info = NULL;
+  if (lc_hostinfo_local(&info) == 0) {
+    int cores = (int)lc_hostinfo_cores(info);
+    lc_runtime_set_resources(rt, (int)lc_hostinfo_gpu_count(info),
+                             slots ? (cores > 0 ? cores : 1) : 0);
+  }
+  lc_hostinfo_free(info);
 }
 
 int cli_parse_peers(const char *cmd, const char *value, int *out) {

@@ -611,24 +611,22 @@ static int hosts_up(map_cli *m, lc_engine *engine, lc_group **g, lc_discovery **
       return cli_fail(CMD, r, "cannot use this machine");
     }
   }
+  /* slots: declared, else one per core (this machine's, or a host's from its facts) */
   for (size_t i = 0; i < lc_group_count(*g); i++) {
     lc_runtime *rt = lc_group_at(*g, i);
-    lc_hostinfo *local = NULL;
     const lc_hostinfo *info = NULL;
-    int gpus = lc_runtime_gpus(rt), cores;
+    int cores;
     if (lc_runtime_slots(rt) > 0)
       continue;
     for (size_t k = 0; *d != NULL && k < lc_discovery_count(*d); k++)
       if (lc_group_find(*g, lc_discovery_host(*d, k)) == rt)
         info = lc_discovery_info(*d, k);
-    if (info == NULL && lc_hostinfo_local(&local) == 0) { /* this machine */
-      info = local;
-      if (gpus < 0)
-        gpus = (int)lc_hostinfo_gpu_count(local);
+    if (info == NULL) { /* this machine */
+      cli_local_resources(rt, 1);
+      continue;
     }
-    cores = info ? (int)lc_hostinfo_cores(info) : 1;
-    lc_runtime_set_resources(rt, gpus, cores > 0 ? cores : 1);
-    lc_hostinfo_free(local);
+    cores = (int)lc_hostinfo_cores(info);
+    lc_runtime_set_resources(rt, lc_runtime_gpus(rt), cores > 0 ? cores : 1);
   }
   return CLI_EXIT_OK;
 }

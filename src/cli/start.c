@@ -752,7 +752,7 @@ static int start_up(cli_launch *s) {
   eo.payload = s;
   if ((r = lc_engine_new(&s->engine, &eo)) < 0)
     return cli_fail(s->cmd, r, "cannot start the engine");
-  if ((r = cli_hosts_connect(s->cmd, &s->h, s->engine, 1, &s->g, &s->d)) != CLI_EXIT_OK)
+  if ((r = cli_hosts_connect(s->cmd, &s->h, s->engine, 0, &s->g, &s->d)) != CLI_EXIT_OK)
     return r;
   if (atomic_load(&s->interrupted))
     return CLI_EXIT_FAIL; /* after discovery, before anything started on the hosts */

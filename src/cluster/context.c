@@ -220,8 +220,8 @@ typedef struct wctx {
   char *cmd;
   char **env;
   lc__buf setup;
-  char *own[4]; /* the environment entries made here */
-  char e[5][64];
+  char *own[4];   /* the environment entries made here */
+  char e[6][160]; /* [4]: CUDA_VISIBLE_DEVICES, [5]: CUDA_DEVICE_ORDER or "" */
   const char *more[11];
   lc_exec_options eo;
   char label[32];
@@ -249,7 +249,6 @@ static int wctx_make(lc_cluster *c, lc__worker *w, wctx *x) {
   snprintf(x->e[1], sizeof(x->e[1]), "LAZYCLUSTER_WORKER_INDEX=%d", w->info.index);
   snprintf(x->e[2], sizeof(x->e[2]), "LAZYCLUSTER_WORKER_COUNT=%d", w->info.count);
   snprintf(x->e[3], sizeof(x->e[3]), "LAZYCLUSTER_WORKER_PORT=%d", w->info.port);
-  snprintf(x->e[4], sizeof(x->e[4]), "CUDA_VISIBLE_DEVICES=%d", w->info.gpu);
   for (int i = 0; i < 4; i++)
     x->more[nmore++] = x->e[i];
   x->more[nmore++] = "LAZYCLUSTER_MASTER_ADDR=localhost";
@@ -258,8 +257,10 @@ static int wctx_make(lc_cluster *c, lc__worker *w, wctx *x) {
   for (int i = 0; i < 2; i++)
     x->more[nmore++] = x->own[i];
   if (w->info.gpu >= 0) {
+    lc__runtime_gpu_env(w->rt, w->info.gpu, x->e[4], sizeof(x->e[4]), x->e[5], sizeof(x->e[5]));
     x->more[nmore++] = x->e[4];
-    x->more[nmore++] = "CUDA_DEVICE_ORDER=PCI_BUS_ID";
+    if (x->e[5][0] != '\0')
+      x->more[nmore++] = x->e[5];
   }
   x->own[2] = lc__sprintf("LAZYCLUSTER_SECRET_FILE=%s/secret", w->workdir);
   x->more[nmore++] = x->own[2];

@@ -119,8 +119,11 @@ static char **slot_env(lc_jobs *q, const lc__qslot *s, unsigned long seq) {
   ok = ok && (env[n++] = lc__sprintf("LAZYCLUSTER_SLOT=%d", s->index)) != NULL;
   ok = ok && (env[n++] = lc__sprintf("LAZYCLUSTER_GPU=%d", s->gpu)) != NULL;
   if (ok && s->gpu >= 0) {
-    ok = (env[n++] = lc__sprintf("CUDA_VISIBLE_DEVICES=%d", s->gpu)) != NULL;
-    ok = ok && (env[n++] = lc__strdup("CUDA_DEVICE_ORDER=PCI_BUS_ID")) != NULL;
+    char cvd[160], order[40];
+    lc__runtime_gpu_env(s->host->rt, s->gpu, cvd, sizeof(cvd), order, sizeof(order));
+    ok = (env[n++] = lc__strdup(cvd)) != NULL;
+    if (ok && order[0] != '\0')
+      ok = (env[n++] = lc__strdup(order)) != NULL;
   }
   if (ok && seq > 0)
     ok = (env[n++] = lc__sprintf("LAZYCLUSTER_JOB=%lu", seq)) != NULL;

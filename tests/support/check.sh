@@ -3,6 +3,7 @@
 #   . "$(dirname "$0")/../support/check.sh"
 #
 #   check NAME CONDITION...  runs CONDITION; counts and prints "ok   NAME" or "FAIL NAME"
+#                            (then returns 1: `check ... || show ...`)
 #   not CONDITION...         true when CONDITION fails
 #   all 'COND' 'COND'...     true when every condition (a shell string) holds
 #   wait_for S CONDITION...  true once CONDITION holds, looked at every 0.2 s for at most S s
@@ -26,6 +27,7 @@ check() { # NAME CONDITION...
   else
     failed=$((failed + 1))
     echo "FAIL $lc_check_name" >&2
+    return 1 # so that `check ... || show ...` shows what failed
   fi
 }
 

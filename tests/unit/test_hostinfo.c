@@ -813,6 +813,23 @@ static void test_gpu_visible_devices(void) {
   LC_CHECK(n == 1 && out[0] == 0);
 }
 
+/* The entry that names the device a process under the list numbers k, as the list names it. */
+static void test_gpu_visible_entry(void) {
+  char e[16];
+  LC_CHECK(lc__gpu_visible_entry(" 3 , GPU-bb33,1", 0, e, sizeof(e)) == 0);
+  LC_CHECK_STR(e, "3");
+  LC_CHECK(lc__gpu_visible_entry(" 3 , GPU-bb33,1", 1, e, sizeof(e)) == 0);
+  LC_CHECK_STR(e, "GPU-bb33");
+  LC_CHECK(lc__gpu_visible_entry(" 3 , GPU-bb33,1", 2, e, sizeof(e)) == 0);
+  LC_CHECK_STR(e, "1");
+  LC_CHECK(lc__gpu_visible_entry(" 3 , GPU-bb33,1", 3, e, sizeof(e)) == -1);
+  LC_CHECK(lc__gpu_visible_entry("3", -1, e, sizeof(e)) == -1);
+  LC_CHECK(lc__gpu_visible_entry("", 0, e, sizeof(e)) == -1);
+  LC_CHECK(lc__gpu_visible_entry("0,,1", 1, e, sizeof(e)) == -1); /* an empty entry names none */
+  LC_CHECK(lc__gpu_visible_entry("GPU-0123456789abcdef", 0, e, sizeof(e)) == -1); /* no room */
+  LC_CHECK(lc__gpu_visible_entry(NULL, 0, e, sizeof(e)) == -1);
+}
+
 LC_TEST_MAIN(LC_TEST(test_os_release), LC_TEST(test_os_release_quoting),
              LC_TEST(test_os_release_fallbacks), LC_TEST(test_meminfo), LC_TEST(test_cgroup_v1),
              LC_TEST(test_cgroup_v1_unlimited), LC_TEST(test_cgroup_v1_parent_limit),
@@ -826,4 +843,5 @@ LC_TEST_MAIN(LC_TEST(test_os_release), LC_TEST(test_os_release_quoting),
              LC_TEST(test_gpu_fake_devices), LC_TEST(test_gpu_fake_unknown_layout),
              LC_TEST(test_gpu_fake_errors), LC_TEST(test_gpu_nvml_enriches_cuda),
              LC_TEST(test_gpu_nvml_fallback), LC_TEST(test_gpu_nvml_failures),
-             LC_TEST(test_gpu_uuid_format), LC_TEST(test_gpu_visible_devices))
+             LC_TEST(test_gpu_uuid_format), LC_TEST(test_gpu_visible_devices),
+             LC_TEST(test_gpu_visible_entry))
