@@ -57,6 +57,14 @@ step "start --workers 2 on one GPU"
 timeout 120 "$LC" start --workers 2 --ttl 8s --debug --env LD_LIBRARY_PATH \
   --worker-cmd "echo \"gpu={gpu} CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES\"; exec '$LC' serve {worker_port} w{worker_index}"
 echo "exit $?"
+step "start --workers 1 under CUDA_VISIBLE_DEVICES=${uuid:0:12} (the worker gets that entry)"
+CUDA_VISIBLE_DEVICES=${uuid:0:12} timeout 120 "$LC" start --workers 1 --ttl 8s --debug \
+  --env LD_LIBRARY_PATH --env LC_CUDART_PATH="$cudart" \
+  --worker-cmd "echo \"CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER=\${{CUDA_DEVICE_ORDER-unset}}\"; nvidia-smi -L; exec '$LC' serve {worker_port} w{worker_index}"
+echo "exit $?"
+step "map: 3 jobs on the one GPU"
+LC_CUDART_PATH=$cudart timeout 120 "$LC" map -- 'echo {} "$CUDA_VISIBLE_DEVICES $CUDA_DEVICE_ORDER"; nvidia-smi --query-gpu=uuid --format=csv,noheader' ::: a b c
+echo "exit $?"
 step "left after the starts"
 pgrep -af "$LC|nvidia-smi -L" | grep -v pgrep || echo "nothing of ours runs"
 
