@@ -18,8 +18,9 @@
 #define LC__POLL_MS 50
 /* Readiness polls one host 10 ms apart for the first half second (most services listen by
  * then), then 10 ms more each time up to LC__LISTING_GAP_MAX_MS, then a quarter more each time up
- * to LC__POLL_GAP_MAX_MS: a service that takes a minute to start (a Dask worker on a busy host)
- * costs its host and this engine a look a second, not four. */
+ * to LC__POLL_GAP_MAX_MS: a service that takes a minute to start (a Python service on a busy
+ * host; the dask type waits on its scheduler's log instead) costs its host and this engine a look
+ * a second, not four. */
 #define LC__LISTING_GAP_MAX_MS 250
 #define LC__POLL_GAP_MAX_MS 1000
 /* while probes of a host's ports fail, a readiness listing of it: the first after

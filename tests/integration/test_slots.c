@@ -27,7 +27,7 @@ static char ctl[4096];
 static char master_tmpl[4200];
 static char remove_extra_host[8400];
 static const char *worker_tmpl = "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
-/* workers that listen only after 15 s (a Dask worker on a busy host takes longer): readiness
+/* workers that listen only after 15 s (a Python service on a busy host takes longer): readiness
  * polls a while */
 static const char *slow_worker_tmpl =
     "sleep 15; exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
