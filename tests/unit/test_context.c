@@ -25,7 +25,9 @@ static int worker_command(lc_worker_launcher *self, lc_cluster *c, const lc_work
 }
 
 static lc_worker_launcher launcher = {.version = 1, .command = worker_command};
-static lc_runtime master_host = {.name = "lab0"};
+/* a host over SSH, as far as composing a start asks (not this machine: its GPUs in PCI order) */
+static const lc__backend_ops remote_ops = {.name = "remote"};
+static lc_runtime master_host = {.name = "lab0", .ops = &remote_ops};
 
 /* A cluster record of n workers over 8 hosts, 8 GPUs each, its workdirs under root. */
 static void make_cluster(lc_cluster *c, size_t n, const char *root) {
