@@ -691,6 +691,7 @@ static void *watch_signals(void *arg) {
 }
 
 static int start_up(cli_launch *s);
+static void announce_ready(cli_launch *s);
 
 int cli_start_up(cli_launch *s) {
   sigset_t sigs;
@@ -727,6 +728,8 @@ int cli_start_up(cli_launch *s) {
                                                                                   : "SIGHUP");
     return 128 + sig;
   }
+  if (r == CLI_EXIT_OK)
+    announce_ready(s);
   return r;
 }
 
@@ -734,7 +737,6 @@ static int start_up(cli_launch *s) {
   lc_control_options o = LC_CONTROL_OPTIONS_INIT;
   lc_engine_options eo = LC_ENGINE_OPTIONS_INIT;
   int r;
-  FILE *table;
 
   /* the name first: a taken one is refused before anything starts */
   o.name = s->name;
@@ -781,8 +783,13 @@ static int start_up(cli_launch *s) {
     return cli_fail(s->cmd, r, "cannot set the cluster's environment");
   lc_control_set_state(s->ctl, "running", NULL);
   s->ready = 1;
+  return CLI_EXIT_OK;
+}
 
-  table = s->run ? stderr : stdout; /* run: stdout is the driver's */
+/* The cluster's table and "ready:", said once the watcher has handed the signals to
+ * cli_start_hold: a Ctrl-C after "ready:" stops a running cluster (exit 0), never a start. */
+static void announce_ready(cli_launch *s) {
+  FILE *table = s->run ? stderr : stdout; /* run: stdout is the driver's */
   fprintf(table, "name      %s\n", lc_control_name(s->ctl));
   fprintf(table, "logs      %s\n", lc_control_logs_dir(s->ctl));
   fprintf(table, "master    localhost:%d on %s\n", lc_cluster_master_port(s->c),
@@ -800,7 +807,6 @@ static int start_up(cli_launch *s) {
   fflush(table);
   if (s->report_fd >= 0)
     report_ready(s);
-  return CLI_EXIT_OK;
 }
 
 /* The driver's end as an exit code: its status, or 128+N for signal N. */
