@@ -290,7 +290,9 @@ void lc__engine_broadcast(lc_engine *e) { pthread_cond_broadcast(&e->cv); }
 
 int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms) {
   struct timespec deadline;
-  if (timeout_ms >= 0) {
+  if (timeout_ms == 0) /* a look, not a wait: no clock, no futex call, the lock given up never */
+    return *flag ? 0 : -ETIMEDOUT;
+  if (timeout_ms > 0) {
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_sec += timeout_ms / 1000;
     deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
