@@ -38,7 +38,6 @@
 #include <unistd.h>
 
 #define DOPOLL_ROUNDS 64
-#define READ_CHUNK (256 * 1024)
 #define MAX_SESSIONS 10
 /* how long after we free a session channel sshd may still count it (a generous bound: it reaps
  * it on its next loop pass) */
@@ -284,37 +283,6 @@ static int exec_write(lc__ssh_chan *k) {
   return 0;
 }
 
-/*
- * Drains both streams into p, again and again: reading one stream may process packets that bring
- * more of the other. Returns -1 on a channel error.
- */
-static int exec_read(lc__ssh_chan *k) {
-  static char buf[READ_CHUNK]; /* engine thread only */
-  int got;
-  do {
-    got = 0;
-    for (int is_err = 0; is_err < 2; is_err++) {
-      for (;;) {
-        int n = ssh_channel_read_nonblocking(k->ch, buf, sizeof(buf), is_err);
-        if (n > 0) {
-          got = 1;
-          if (k->p != NULL)
-            lc__proc_data(k->p, is_err ? LC_STDERR : LC_STDOUT, buf, (size_t)n);
-          continue;
-        }
-        if (n == 0 || n == SSH_AGAIN || n == SSH_EOF)
-          break;
-        /* libssh answers an error once the host closed the channel: everything sent before
-         * the close has been read by then */
-        if (ssh_channel_is_eof(k->ch) || ssh_channel_is_closed(k->ch) || k->remote_closed)
-          break;
-        return -1;
-      }
-    }
-  } while (got);
-  return 0;
-}
-
 /* Nothing left to read: the host sent EOF and both buffers are empty. */
 static int exec_drained(lc__ssh_chan *k) {
   return ssh_channel_is_eof(k->ch) && ssh_channel_poll(k->ch, 0) <= 0 &&
@@ -423,7 +391,9 @@ static void exec_pump(lc__ssh_chan *k) {
     k->state = CH_RUNNING;
     /* fall through */
   case CH_RUNNING:
-    if (exec_read(k) < 0 || (k->p != NULL && exec_write(k) < 0)) {
+    /* the output came through on_exec_data as conn_drive processed the packets: nothing waits
+     * in libssh's channel buffers to be read (a read would only cost a poll() per stream) */
+    if (k->p != NULL && exec_write(k) < 0) {
       lc__err_set(&err, LC_ESSH, "%s: channel failed: %s", c->rt->name, lc__ssh_err(c));
       exec_end(k, &err, 0);
       return;
@@ -435,8 +405,7 @@ static void exec_pump(lc__ssh_chan *k) {
     return;
   case CH_CONNECTING: /* relays only */
     return;
-  case CH_CLOSING:
-    exec_read(k); /* discards what still arrives */
+  case CH_CLOSING: /* what still arrives, on_exec_data discards */
     if (k->remote_closed)
       exec_end(k, NULL, 1);
     return;
