@@ -51,7 +51,21 @@ typedef struct lc__portscan {
   const uint8_t *watch;
   lc__listener *found;
   size_t nfound, found_cap, found_over;
+  /* optional, with found (lc__portscan_index): found by port, so that a listing of thousands of
+   * listeners (a host of a large mesh) is read and judged in linear time, not quadratic: bucket
+   * port & mask holds 1 + the index of its first entry, next[k] 1 + the one after k (0 ends) */
+  uint32_t *heads, *next;
+  size_t mask;
 } lc__portscan;
+
+/* Gives s (found and found_cap set) its index by port; lc__portscan_unindex frees it. Without
+ * one every look walks all of found. Returns 0 or -ENOMEM. */
+int lc__portscan_index(lc__portscan *s);
+void lc__portscan_unindex(lc__portscan *s);
+/* The listeners kept for port, in found: for (k = lc__portscan_first(s, port); k < s->nfound;
+ * k = lc__portscan_next(s, k)) - found[k].port == port each time. */
+size_t lc__portscan_first(const lc__portscan *s, int port);
+size_t lc__portscan_next(const lc__portscan *s, size_t k);
 
 /*
  * Reads one line of a listing (without its newline; trailing blanks are fine): a header of ss or

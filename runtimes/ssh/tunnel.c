@@ -589,9 +589,9 @@ static void bound_judge(lc__ssh_conn *c, const lc__ssh_bound *b, int r, const lc
     listen_refuse(c, b->fwd, b->port, &err);
     return;
   }
-  for (size_t k = 0; k < ps->nfound; k++) {
+  for (size_t k = lc__portscan_first(ps, b->port); k < ps->nfound; k = lc__portscan_next(ps, k)) {
     const lc__listener *l = &ps->found[k];
-    if (l->port != b->port || lc__listener_is_loopback(l))
+    if (lc__listener_is_loopback(l))
       continue;
     lc__listener_format(l, where, sizeof(where));
     n += (size_t)snprintf(wide + n, n < sizeof(wide) ? sizeof(wide) - n : 0, "%s%s",

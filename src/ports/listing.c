@@ -33,17 +33,20 @@ static int listing_watch(listing *l, const int *ports, size_t n) {
   if ((l->watch = lc__calloc(1, 65536 / 8)) == NULL ||
       (l->scan.found = lc__calloc(cap, sizeof(*l->scan.found))) == NULL)
     return -ENOMEM;
+  l->scan.found_cap = cap;
+  if (lc__portscan_index(&l->scan) < 0)
+    return -ENOMEM;
   for (size_t i = 0; i < n; i++)
     if (ports[i] > 0 && ports[i] <= PORT_MAX)
       lc__ports_bit_set(l->watch, ports[i]);
   l->scan.watch = l->watch;
-  l->scan.found_cap = cap;
   return 0;
 }
 
 static void listing_unwatch(listing *l) {
   free(l->watch);
   free(l->scan.found);
+  lc__portscan_unindex(&l->scan);
   l->watch = NULL;
   l->scan.watch = NULL;
   l->scan.found = NULL;

@@ -92,20 +92,73 @@ static void skip_column(const char *line, size_t len, size_t *i) {
   skip_blanks(line, len, i);
 }
 
+int lc__portscan_index(lc__portscan *s) {
+  size_t n = 16; /* buckets: twice the distinct ports at least (found_cap is 8 per port) */
+  while (n < s->found_cap / 4)
+    n *= 2;
+  if ((s->heads = lc__calloc(n, sizeof(*s->heads))) == NULL ||
+      (s->next = lc__calloc(s->found_cap + 1, sizeof(*s->next))) == NULL) {
+    lc__portscan_unindex(s);
+    return -ENOMEM;
+  }
+  s->mask = n - 1;
+  return 0;
+}
+
+void lc__portscan_unindex(lc__portscan *s) {
+  free(s->heads);
+  free(s->next);
+  s->heads = s->next = NULL;
+  s->mask = 0;
+}
+
+/* From 1 + an index (0: none) on along the chain to the next entry of port. */
+static size_t chain_from(const lc__portscan *s, uint32_t at, int port) {
+  for (; at != 0; at = s->next[at - 1])
+    if (s->found[at - 1].port == port)
+      return at - 1;
+  return s->nfound;
+}
+
+size_t lc__portscan_first(const lc__portscan *s, int port) {
+  size_t k = 0;
+  if (s->heads != NULL)
+    return chain_from(s, s->heads[(size_t)port & s->mask], port);
+  while (k < s->nfound && s->found[k].port != port)
+    k++;
+  return k;
+}
+
+size_t lc__portscan_next(const lc__portscan *s, size_t k) {
+  int port = s->found[k].port;
+  if (s->heads != NULL)
+    return chain_from(s, s->next[k], port);
+  for (k++; k < s->nfound && s->found[k].port != port;)
+    k++;
+  return k;
+}
+
 /* Keeps l (a listener) in s->found when its port is watched, once. */
 static void keep_listener(lc__portscan *s, const lc__listener *l) {
   if (s->watch == NULL || l->port < 1 || l->port > PORT_MAX ||
       !lc__ports_bit_get(s->watch, l->port))
     return;
-  for (size_t k = 0; k < s->nfound; k++) {
+  for (size_t k = lc__portscan_first(s, l->port); k < s->nfound; k = lc__portscan_next(s, k)) {
     const lc__listener *o = &s->found[k];
-    if (o->port == l->port && o->v6 == l->v6 && o->unknown == l->unknown && o->uid == l->uid &&
+    if (o->v6 == l->v6 && o->unknown == l->unknown && o->uid == l->uid &&
         memcmp(o->addr, l->addr, sizeof(o->addr)) == 0)
       return;
   }
   if (s->found == NULL || s->nfound >= s->found_cap) {
     s->found_over++;
     return;
+  }
+  if (s->heads != NULL) { /* at the end of its bucket's chain: listed in the listing's order */
+    uint32_t *at = &s->heads[(size_t)l->port & s->mask];
+    while (*at != 0)
+      at = &s->next[*at - 1];
+    *at = (uint32_t)s->nfound + 1;
+    s->next[s->nfound] = 0;
   }
   s->found[s->nfound++] = *l;
 }
@@ -321,9 +374,8 @@ void lc__listener_format(const lc__listener *l, char *buf, size_t n) {
 const lc__listener *lc__portscan_stranger(const lc__portscan *s, int port) {
   if (!s->has_uid)
     return NULL;
-  for (size_t k = 0; k < s->nfound; k++)
-    if (s->found[k].port == port && s->found[k].uid >= 0 &&
-        (unsigned long)s->found[k].uid != s->uid)
+  for (size_t k = lc__portscan_first(s, port); k < s->nfound; k = lc__portscan_next(s, k))
+    if (s->found[k].uid >= 0 && (unsigned long)s->found[k].uid != s->uid)
       return &s->found[k];
   return NULL;
 }
@@ -333,9 +385,8 @@ int lc__portscan_ours(const lc__portscan *s, int port) {
     return 0;
   if (!s->has_uid || s->watch == NULL || s->found_over > 0)
     return 1; /* cannot tell whose: as before owners were asked */
-  for (size_t k = 0; k < s->nfound; k++)
-    if (s->found[k].port == port &&
-        (s->found[k].uid < 0 || (unsigned long)s->found[k].uid == s->uid))
+  for (size_t k = lc__portscan_first(s, port); k < s->nfound; k = lc__portscan_next(s, k))
+    if (s->found[k].uid < 0 || (unsigned long)s->found[k].uid == s->uid)
       return 1;
   return 0;
 }

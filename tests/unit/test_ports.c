@@ -759,6 +759,65 @@ static void test_listener_owners(void) {
   LC_CHECK(!s.has_uid && lc__portscan_stranger(&s, 60002) == NULL && lc__portscan_ours(&s, 60002));
 }
 
+/* A host of a large mesh lists thousands of listeners: read and judged through the index by
+ * port (linear), with the same answers as the walk of every entry (the index-less scan). */
+static void test_listener_index(void) {
+  enum { NPORTS = 2000, FIRST = 61000, CAP = 8 * NPORTS + 32 };
+  static uint8_t watch[65536 / 8];
+  static lc__listener found_a[CAP], found_b[CAP];
+  lc__portscan a, b;
+  char *text = malloc((size_t)NPORTS * 2 * 100 + 400);
+  size_t n = 0;
+  LC_REQUIRE(text != NULL);
+  n += (size_t)sprintf(text + n, "lc-uid 1000\n");
+  for (int p = FIRST; p < FIRST + NPORTS; p++) {
+    watch[p / 8] |= (uint8_t)(1u << (p % 8));
+    n += (size_t)sprintf(text + n, "0 128 127.0.0.1:%d 0.0.0.0:* uid:1000 ino:1 sk:1 <->\n", p);
+    n += (size_t)sprintf(text + n, "0 128 [::1]:%d [::]:* uid:1000 ino:2 sk:2 <->\n", p);
+  }
+  /* a copy (SO_REUSEPORT) counts once; a stranger listens wide on one port */
+  n += (size_t)sprintf(text + n, "0 128 127.0.0.1:%d 0.0.0.0:* uid:1000 ino:3 sk:3 <->\n",
+                       FIRST + 500);
+  n += (size_t)sprintf(text + n, "0 128 [::]:%d [::]:* uid:65534 ino:4 sk:4 <->\n", FIRST + 1000);
+  memset(&a, 0, sizeof(a));
+  a.watch = watch;
+  a.found = found_a;
+  a.found_cap = CAP;
+  LC_REQUIRE(lc__portscan_index(&a) == 0);
+  b = a;
+  b.found = found_b;
+  b.heads = b.next = NULL;
+  lc__portscan_text(&a, text, n);
+  lc__portscan_text(&b, text, n);
+  LC_CHECK(a.nfound == 2 * NPORTS + 1 && b.nfound == a.nfound);
+  LC_CHECK(a.found_over == 0 && b.found_over == 0);
+  for (int p = FIRST - 1; p <= FIRST + NPORTS; p++) {
+    size_t ka = 0, kb = 0, loop_a = 0;
+    for (size_t k = lc__portscan_first(&a, p); k < a.nfound; k = lc__portscan_next(&a, k)) {
+      LC_CHECK(found_a[k].port == p);
+      ka++;
+      loop_a += !lc__listener_is_loopback(&found_a[k]);
+    }
+    for (size_t k = lc__portscan_first(&b, p); k < b.nfound; k = lc__portscan_next(&b, k)) {
+      LC_CHECK(found_b[k].port == p);
+      kb++;
+    }
+    LC_CHECK(ka == kb);
+    /* in the listing's order, as the walk gives them: 127.0.0.1 before [::1] */
+    if (ka >= 2)
+      LC_CHECK(!found_a[lc__portscan_first(&a, p)].v6);
+    LC_CHECK(ka == (p < FIRST || p >= FIRST + NPORTS ? 0u : p == FIRST + 1000 ? 3u : 2u));
+    LC_CHECK(loop_a == (p == FIRST + 1000 ? 1u : 0u));
+    LC_CHECK((lc__portscan_stranger(&a, p) != NULL) == (p == FIRST + 1000));
+    LC_CHECK((lc__portscan_stranger(&b, p) != NULL) == (p == FIRST + 1000));
+    LC_CHECK(lc__portscan_ours(&a, p) == lc__portscan_ours(&b, p));
+  }
+  LC_CHECK(lc__portscan_stranger(&a, FIRST + 1000)->uid == 65534);
+  lc__portscan_unindex(&a);
+  LC_CHECK(a.heads == NULL && a.next == NULL);
+  free(text);
+}
+
 LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_listener_owners), LC_TEST(test_parse_merges),
              LC_TEST(test_parse_bad_input), LC_TEST(test_iterate_contains),
              LC_TEST(test_add_and_format), LC_TEST(test_proc_net_tcp_recorded),
@@ -766,4 +825,4 @@ LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_listener_owners), LC_TEST(t
              LC_TEST(test_ss_recorded), LC_TEST(test_ss_forms_and_malformed),
              LC_TEST(test_proc_net_tcp_every_port), LC_TEST(test_reserve_release),
              LC_TEST(test_local_bind), LC_TEST(test_common_free_here_only),
-             LC_TEST(test_reservation_threads))
+             LC_TEST(test_reservation_threads), LC_TEST(test_listener_index))
