@@ -602,6 +602,18 @@ static void on_keepalive(uv_timer_t *t) {
   if (c->state != C_READY || c->s == NULL)
     return;
   now = uv_now(lc__engine_loop(c->rt->engine));
+  if (c->req_sent && now - c->req_sent_at >= every) {
+    /* A request unanswered for a while: look before judging. Its answer may have been read
+     * already by another libssh call on this session (a channel's close or EOF flushes, and
+     * reads what comes meanwhile), and then no more bytes come to wake the poll: the host's
+     * last listen of a mesh waited so until the keepalive limit ended the connection. Or it
+     * waits unread in the socket, since timers run before the loop reads its sockets and a
+     * busy machine makes the loop late: the host is not to blame for that either. */
+    conn_drive(c);
+    if (c->state != C_READY || c->s == NULL)
+      return;
+    now = uv_now(lc__engine_loop(c->rt->engine));
+  }
   if (c->req_sent && now - c->req_sent_at >= limit) {
     char what[120];
     lc__ssh_fail(c, LC_ECLOSED,
