@@ -62,7 +62,7 @@ static int worker_ready(lc_cluster *c, lc__worker *w) {
   int r;
   if (c->w->wait_ready != NULL) {
     r = c->w->wait_ready(c->w, c, lc__cluster_wait_n(c, 1), c->opts.worker_timeout_ms);
-    if (r < 0 && lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT)
+    if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) /* ended, counted or not */
       r = LC_EREMOTE;
     else if (r == -ETIMEDOUT) {
       char why[LC_ERRMSG_MAX];

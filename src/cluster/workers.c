@@ -187,18 +187,20 @@ static int workers_ready(lc_cluster *c, const lc__wstart *st) {
       lc__cluster_limit_why(c, 0, src, sizeof(src));
       snprintf(why + strlen(why), sizeof(why) - strlen(why), " %s", src);
     }
-    for (size_t i = first; r < 0 && i < c->nworkers; i++) {
+    /* A worker of this start that ended fails it, even when the launcher is content: an early
+     * worker may have ended before the count to wait for was taken (then it was not counted). */
+    for (size_t i = first; i < c->nworkers; i++) {
       lc__worker *w = &c->workers[i];
-      if (lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT) {
-        lc__error_set(r, "%s", why); /* a worker still running: the launcher's reason stands */
+      if (lc_process_wait(NULL, w->proc, 0) == -ETIMEDOUT)
         continue;
-      }
       lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
-      r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->out->tag, msg);
+      return lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->out->tag, msg);
     }
-    for (size_t i = first; r == 0 && i < c->nworkers; i++)
+    if (r < 0) /* every worker still runs: the launcher's reason stands */
+      return lc__error_set(r, "%s", why);
+    for (size_t i = first; i < c->nworkers; i++)
       lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, c->workers[i].info.index);
-    return r;
+    return 0;
   }
   return lc__workers_wait_listening(c, first, deadline);
 }

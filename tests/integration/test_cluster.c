@@ -2,7 +2,8 @@
  * test_cluster.c - command clusters on real test hosts: more workers than hosts, every worker's
  * context and its way to the master through the tunnels, declared GPUs, the error cases (master
  * timeout with its stderr, a master that dies, port in use, no ports left, a worker that fails at
- * start) and that nothing is left on any host: after lc_cluster_free, and after SIGKILL of
+ * start, an early worker that ends before its readiness is judged, and the same at a restart)
+ * and that nothing is left on any host: after lc_cluster_free, and after SIGKILL of
  * lazyclusterctl start (no process, no listener, no working directory). The start limits: the
  * options' over the type's (launcher timeout_ms) over the library's, launchers of older versions
  * keep the library's, and a timeout's message names the limit, where it came from and what
@@ -962,6 +963,67 @@ static void test_after_start(void) {
   th_command_type_free(m, w);
 }
 
+/* A worker launcher's wait_ready that counts the master's "count-up" lines, as the dask type
+ * counts its scheduler's registrations, after a second's pause (a launcher that asks a scheduler
+ * takes that long): a worker that fails at once has ended by then. */
+static int counting_wait_ready(lc_worker_launcher *self, lc_cluster *c, int n, int timeout_ms) {
+  (void)self;
+  usleep(1000 * 1000);
+  return lc_cluster_counter_wait(c, n, timeout_ms, NULL);
+}
+
+/*
+ * An early worker that fails at once, while the master is still starting (what CI saw with
+ * `start --type dask --type-arg worker_args=--no-such-option`): by the time the workers' readiness
+ * is judged it has ended, so "every worker that runs now" is 0, a counter of 0 meets it, and the
+ * start was reported ready with its only worker dead. The start must fail naming the worker, and
+ * leave nothing anywhere.
+ */
+static void test_early_worker_dead_before_ready(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  char mt[4400];
+  int r;
+  snprintf(mt, sizeof(mt), "sleep 1; %s", master_tmpl); /* the worker ends meanwhile */
+  LC_REQUIRE_OK(th_command_type(&m, &w, mt,
+                                "echo early-worker-gives-up >&2; exit 3"));
+  LC_REQUIRE(w->version >= 4);
+  w->early = 1;
+  w->wait_ready = counting_wait_ready;
+  o.master_port = 62400;
+  o.worker_ports = "62401-62450";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  r = lc_cluster_start(c, 1);
+  LC_CHECK(r == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "worker-0 failed to start");
+  LC_CHECK_CONTAINS(lc_error_last(), "status 3");
+  LC_CHECK_CONTAINS(lc_error_last(), "early-worker-gives-up");
+  LC_CHECK(lc_cluster_worker_count(c) == 0 && lc_cluster_master_port(c) == 0);
+  lc_cluster_free(c);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624") == 0);
+  LC_CHECK(th_each_local_proc("cmdline", th_cmdline_matches, "^serve 624") == 0);
+  th_command_type_free(m, w);
+  /* the same for a restart: the restarted worker fails at once, the count (1) is met anyway */
+  snprintf(mt, sizeof(mt), "echo count-up; %s", master_tmpl);
+  LC_REQUIRE_OK(th_command_type(&m, &w, mt,
+                                "if [ -e again ]; then echo restart-gives-up >&2; exit 4; fi; "
+                                "touch again; "
+                                "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}"));
+  m->on_line = hook_master_line;
+  w->wait_ready = counting_wait_ready;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_REQUIRE_OK(lc_cluster_start(c, 1));
+  r = lc_cluster_worker_restart(c, 0);
+  LC_CHECK(r == LC_EREMOTE);
+  LC_CHECK_CONTAINS(lc_error_last(), "worker-0 failed to restart");
+  LC_CHECK_CONTAINS(lc_error_last(), "restart-gives-up");
+  lc_cluster_free(c);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 624") == 0);
+  th_command_type_free(m, w);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_more_workers_than_hosts),
@@ -979,6 +1041,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_down_events_each_end_once),
       LC_TEST(test_worker_stop_restart),
       LC_TEST(test_after_start),
+      LC_TEST(test_early_worker_dead_before_ready),
   };
   int r;
   th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
