@@ -468,7 +468,8 @@ static void proxy_stop(lc__ssh_conn *c) {
   c->proxy_inited = 0;
   if (c->proxy_running) {
     c->proxy->data = NULL;
-    uv_process_kill(c->proxy, SIGTERM);
+    if (kill(-c->proxy->pid, SIGTERM) < 0) /* its whole group: the shell and what it started */
+      uv_process_kill(c->proxy, SIGTERM);
   } else {
     uv_close((uv_handle_t *)c->proxy, proxy_proc_closed);
   }
@@ -1333,9 +1334,9 @@ static void on_proxy_err(uv_stream_t *st, ssize_t n, const uv_buf_t *buf) {
 
 /*
  * ProxyCommand: runs the command with /bin/sh -c, as ssh does, its stdin and stdout one end of a
- * socketpair, and starts SSH on the other end. uv_spawn rather than libssh's own ProxyCommand
- * (which forks inside ssh_connect and cannot say why the command failed): the loop never blocks,
- * and the command's exit status and stderr reach the error message.
+ * socketpair, in a session of its own, and starts SSH on the other end. uv_spawn rather than
+ * libssh's own ProxyCommand (which forks inside ssh_connect and cannot say why the command failed):
+ * the loop never blocks, and the command's exit status and stderr reach the error message.
  */
 static void proxy_start(lc__ssh_conn *c) {
   uv_loop_t *loop = lc__engine_loop(c->rt->engine);
@@ -1375,7 +1376,10 @@ static void proxy_start(lc__ssh_conn *c) {
   o.stdio = io;
   o.stdio_count = 3;
   o.exit_cb = on_proxy_exit;
-  o.flags = UV_PROCESS_WINDOWS_HIDE;
+  /* a session of its own: a Ctrl-C at the terminal (or a signal to our process group) is ours
+   * to handle, by stopping the cluster through this very connection; the command ends when we
+   * end it, or at EOF when this process is gone */
+  o.flags = UV_PROCESS_WINDOWS_HIDE | UV_PROCESS_DETACHED;
   c->proxy->data = c;
   r = uv_spawn(loop, c->proxy, &o);
   close(sv[1]);
