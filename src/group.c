@@ -4,6 +4,7 @@
  * host). Hosts that finish hand their slot to the next one. The caller waits for the whole job.
  */
 #include "group_internal.h"
+#include "ports_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -933,32 +934,56 @@ int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, siz
  * forward) and on every other runtime of g (a remote forward to here), all at once. The forwards
  * go into keep.
  */
+size_t *lc__group_loopback_firsts(lc_group *g) {
+  size_t *first = lc__calloc(g->n + 1, sizeof(*first));
+  if (first == NULL)
+    return NULL;
+  for (size_t i = 0; i < g->n; i++) {
+    first[i] = i;
+    if (lc__runtime_loopback(g->rts[i]) <= LC__LOOPBACK_UNTOLD)
+      continue;
+    for (size_t j = 0; j < i && first[i] == i; j++)
+      if (first[j] == j && lc__runtime_same_loopback(g->rts[i], g->rts[j]))
+        first[i] = j;
+  }
+  return first;
+}
+
+int lc__group_needs_listen(lc_group *g, const size_t *first, size_t i, const lc_runtime *owner) {
+  return first[i] == i && !lc__runtime_same_loopback(g->rts[i], owner) &&
+         !lc__runtime_same_loopback(g->rts[i], NULL);
+}
+
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
                           lc__fwdlist *keep) {
   lc__fwd_spec *spec = NULL;
-  size_t ns = 0;
+  size_t ns = 0, *first = NULL;
   int r;
   for (size_t k = 0; k < n; k++)
     if (port[k] < 1 || port[k] > 65535)
       return lc__error_set(-EINVAL, "expose: bad port %d", port[k]);
-  if ((spec = lc__calloc(n * (g->n + 1) + 1, sizeof(*spec))) == NULL)
+  if ((spec = lc__calloc(n * (g->n + 1) + 1, sizeof(*spec))) == NULL ||
+      (first = lc__group_loopback_firsts(g)) == NULL) {
+    free(spec);
     return lc__error_set(-ENOMEM, "out of memory");
+  }
   for (size_t k = 0; k < n; k++) {
     lc__fwd_spec s = {.port = port[k], .target = "127.0.0.1", .target_port = port[k]};
-    if (owner[k] != NULL && !lc__runtime_on_this_machine(owner[k])) {
+    if (!lc__runtime_same_loopback(owner[k], NULL)) { /* this machine reaches the owner's port */
       s.rt = owner[k];
       s.kind = LC_FORWARD_LOCAL;
       spec[ns++] = s;
     }
     for (size_t i = 0; i < g->n; i++) {
-      if (g->rts[i] == owner[k] || lc__runtime_on_this_machine(g->rts[i]))
-        continue; /* this machine already has the port */
+      if (!lc__group_needs_listen(g, first, i, owner[k]))
+        continue;
       s.rt = g->rts[i];
       s.kind = LC_FORWARD_REMOTE;
       spec[ns++] = s;
     }
   }
   r = lc__forwards_new(spec, ns, keep);
+  free(first);
   free(spec);
   return r;
 }

@@ -17,6 +17,17 @@ int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep
 /* lc__group_expose of n ports, all at once. */
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
                           lc__fwdlist *keep);
+/*
+ * Hosts that share a 127.0.0.1 (lc__runtime_same_loopback: an SSH host that is this very machine,
+ * two names of one host) need a port once: a second listen there would find it taken. first[i]
+ * (lc__group_loopback_firsts, freed by the caller; NULL when out of memory) is the first host of
+ * g on host i's loopback (i when none before it, or its loopback is not known). Host i needs a
+ * remote listen of a port that owner (NULL: this machine) has unless it is the owner's loopback,
+ * this machine's (the owner's process or this machine's local listener serves it there), or that
+ * of an earlier host that gets the listen.
+ */
+size_t *lc__group_loopback_firsts(lc_group *g);
+int lc__group_needs_listen(lc_group *g, const size_t *first, size_t i, const lc_runtime *owner);
 /* The engine g's runtimes run on. */
 /* Runs tasks[i] on rts[i] for each i, all at once within the group's fan-out (one job on the
  * engine loop; a runtime may come more than once, with another task). The report is in the same

@@ -22,11 +22,31 @@
   "ss -tne state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
 /*
- * The same, first saying who reads it ("lc-uid N"): for listings that judge whose a listener is
- * (ss -e and /proc/net/tcp give each socket's uid). Once a host's uid is known the runtime keeps
- * it, and later listings of that host save the fork of id.
+ * Who reads a host's listing, in one line: "lc-uid N LOOPBACK", N the reader's uid (ss -e and
+ * /proc/net/tcp give each socket's uid, so that a listing can judge whose a listener is) and
+ * LOOPBACK the host's boot id and network namespace ("3f1c...-...net:[4026531840]"; empty where
+ * Linux does not say). Two hosts with the same LOOPBACK share one 127.0.0.1: an SSH host that is
+ * this very machine (an sshd on localhost, a shared ~/.ssh/config that lists the machine one runs
+ * on) or two names of one host. The facts script says it too. Once a host's uid and loopback are
+ * known the runtime keeps them, and later listings of that host save the forks.
  */
-#define LC__LISTING_COMMAND_UID "echo lc-uid $(id -u); " LC__LISTING_COMMAND
+#define LC__LISTING_WHO                                                                            \
+  "echo lc-uid $(id -u) $(cat /proc/sys/kernel/random/boot_id 2>/dev/null)$(readlink "             \
+  "/proc/self/ns/net 2>/dev/null)"
+
+/* The listing, first saying who reads it. */
+#define LC__LISTING_COMMAND_UID LC__LISTING_WHO "; " LC__LISTING_COMMAND
+
+/* A loopback's id (lc__portscan.loopback, lc_runtime.loopback): a hash of the LOOPBACK text; 0
+ * unknown, 1 asked but not told (a host that is not Linux). */
+#define LC__LOOPBACK_UNKNOWN 0
+#define LC__LOOPBACK_UNTOLD 1
+/* The id of LOOPBACK text (len bytes, blanks around it ignored): LC__LOOPBACK_UNTOLD when it
+ * names no network namespace, else a hash above 1. */
+uint64_t lc__loopback_id(const char *text, size_t len);
+/* The id of this machine's own loopback (this process's boot id and network namespace), read
+ * once; LC__LOOPBACK_UNTOLD where Linux does not say. */
+uint64_t lc__loopback_here(void);
 
 /* One listener of a watched port, as the listing told it (duplicates, as SO_REUSEPORT makes them,
  * are kept once). */
@@ -46,6 +66,7 @@ typedef struct lc__portscan {
   size_t skipped;               /* other lines: garbage, truncated, malformed */
   int has_uid;                  /* an "lc-uid N" line came: uid is who read the listing */
   unsigned long uid;
+  uint64_t loopback; /* with has_uid: the line's LOOPBACK (lc__loopback_id) */
   /* in detail, the caller's to set (NULL: nothing kept): the listeners of the ports set in watch
    * go into found[0..nfound), at most found_cap; more are only counted in found_over */
   const uint8_t *watch;
@@ -77,7 +98,7 @@ size_t lc__portscan_next(const lc__portscan *s, size_t k);
 void lc__portscan_line(lc__portscan *s, const char *line, size_t len);
 
 /* The same for ss's extended columns ("uid:1000 ino:... sk:..."; no uid: column is uid 0),
- * /proc/net/tcp's uid column, and "lc-uid N" (has_uid, uid). */
+ * /proc/net/tcp's uid column, and "lc-uid N LOOPBACK" (has_uid, uid, loopback). */
 
 /* Reads text (the two files one after the other) line by line, as lc__portscan_line. */
 void lc__portscan_text(lc__portscan *s, const char *text, size_t len);

@@ -3,6 +3,7 @@
  * lifelines, output lines, heartbeats, file transfers and the working directory.
  */
 #include "gpu.h"
+#include "ports_internal.h"
 #include "runtime_internal.h"
 
 #include <errno.h>
@@ -403,6 +404,25 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
 
 int lc__runtime_on_this_machine(const lc_runtime *rt) {
   return (rt->ops->caps & LC__BACKEND_ON_THIS_MACHINE) != 0;
+}
+
+uint64_t lc__runtime_loopback(const lc_runtime *rt) {
+  if (rt == NULL || lc__runtime_on_this_machine(rt))
+    return lc__loopback_here();
+  return __atomic_load_n(&rt->loopback, __ATOMIC_RELAXED);
+}
+
+void lc__runtime_learn_loopback(lc_runtime *rt, uint64_t id) {
+  if (id != LC__LOOPBACK_UNKNOWN)
+    __atomic_store_n(&rt->loopback, id, __ATOMIC_RELAXED);
+}
+
+int lc__runtime_same_loopback(const lc_runtime *a, const lc_runtime *b) {
+  uint64_t la;
+  if (a == b)
+    return 1;
+  la = lc__runtime_loopback(a);
+  return la > LC__LOOPBACK_UNTOLD && la == lc__runtime_loopback(b);
 }
 
 void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_size, char *order,

@@ -233,6 +233,9 @@ struct lc_runtime {
   uint64_t fresh_listing_at; /* [atomic]: when fresh_listing was kept (lc__now_ms) */
   /* [atomic]: 1 + the uid the host's listings run as ("lc-uid N"), 0 until one said it */
   long listing_uid;
+  /* [atomic]: the id of the host's loopback (ports_internal.h, LC__LOOPBACK_*), from its first
+   * listing or its facts: which hosts share one 127.0.0.1 with this machine or with each other */
+  uint64_t loopback;
   /* [engine]: the ids of lifelines whose channel a lost connection closed while the host may
    * still run them; after the reconnect one short command (lost_sweep, covering the first
    * lost_swept of them) stops them as their own stop would and waits until they are gone */
@@ -287,6 +290,14 @@ int lc__runtime_make(lc_runtime **out, const lc__backend_ops *ops, lc_engine *en
 unsigned int lc__runtime_umask(const lc_runtime *rt);
 /* Whether rt runs on this machine (LC__BACKEND_ON_THIS_MACHINE). Any thread. */
 int lc__runtime_on_this_machine(const lc_runtime *rt);
+/* The id of rt's loopback (LC__LOOPBACK_*): this machine's for a runtime on this machine, else
+ * what rt's listings or facts told (lc__runtime_learn_loopback); NULL is this machine. */
+uint64_t lc__runtime_loopback(const lc_runtime *rt);
+void lc__runtime_learn_loopback(lc_runtime *rt, uint64_t id);
+/* Whether a and b (NULL: this machine) share one 127.0.0.1: the same runtime, or both told the
+ * same loopback. A port listening on one of them is the other's too: a tunnel between them
+ * cannot listen and is not needed. */
+int lc__runtime_same_loopback(const lc_runtime *a, const lc_runtime *b);
 /* The environment that gives a process on rt the GPU numbered gpu (>= 0) among rt's GPUs:
  * "CUDA_VISIBLE_DEVICES=..." into cvd and "CUDA_DEVICE_ORDER=PCI_BUS_ID" into order (a host's GPUs
  * are numbered as nvidia-smi does, in PCI order). On this machine under a CUDA_VISIBLE_DEVICES

@@ -203,15 +203,18 @@ int lc__cluster_pick_port_connected(lc_cluster *c, int *out) {
 }
 
 int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
-  size_t ng = lc_group_count(c->group), ns = 0;
+  size_t ng = lc_group_count(c->group), ns = 0, *first;
   lc__fwd_spec *spec;
   int port = w->info.port, r;
   if (c->w->portless || c->w->mesh == 0)
     return 0;
-  if ((spec = lc__calloc(ng + 2, sizeof(*spec))) == NULL)
+  if ((spec = lc__calloc(ng + 2, sizeof(*spec))) == NULL ||
+      (first = lc__group_loopback_firsts(c->group)) == NULL) {
+    free(spec);
     return lc__error_set(-ENOMEM, "out of memory");
+  }
   /* this machine reaches the worker's port on its host */
-  if (!lc__runtime_on_this_machine(w->rt) && !lc__cluster_has_forward(c, w->rt, port))
+  if (!lc__runtime_same_loopback(w->rt, NULL) && !lc__cluster_has_forward(c, w->rt, port))
     spec[ns++] = (lc__fwd_spec){.rt = w->rt,
                                 .kind = LC_FORWARD_LOCAL,
                                 .port = port,
@@ -220,7 +223,7 @@ int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
   /* every other host reaches it through this machine */
   for (size_t i = 0; c->w->mesh == LC_WORKER_MESH && i < ng; i++) {
     lc_runtime *rt = lc_group_at(c->group, i);
-    if (rt == w->rt || lc__runtime_on_this_machine(rt) || !lc_runtime_is_connected(rt) ||
+    if (!lc__group_needs_listen(c->group, first, i, w->rt) || !lc_runtime_is_connected(rt) ||
         lc__cluster_has_forward(c, rt, port))
       continue;
     spec[ns++] = (lc__fwd_spec){.rt = rt,
@@ -230,6 +233,7 @@ int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
                                 .target_port = port};
   }
   r = lc__forwards_new(spec, ns, &c->fwds);
+  free(first);
   free(spec);
   return r;
 }

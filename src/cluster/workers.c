@@ -169,7 +169,7 @@ static int workers_ready(lc_cluster *c, const lc__wstart *st) {
                         .port = c->workers[i].info.port,
                         .target = "127.0.0.1",
                         .target_port = c->workers[i].info.port};
-      if (!lc__runtime_on_this_machine(f.rt))
+      if (!lc__runtime_same_loopback(f.rt, NULL))
         spec[ns++] = f;
     }
     r = lc__forwards_new(spec, ns, &c->fwds);

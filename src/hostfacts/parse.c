@@ -390,6 +390,8 @@ int lc__hostfacts_parse(lc_hostinfo *out, const char *text, size_t len,
                                   lc__cgroup_cpu_limit_in(&view));
   out->memory_bytes =
       lc__hostinfo_memory(lc__hostinfo_memtotal_in(&view), lc__cgroup_memory_limit_in(&view));
+  if (ft.scan->has_uid)
+    out->loopback = ft.scan->loopback;
   if (ft.scan->headers > 0 && (r = lc__portscan_to_ports(&out->listening, ft.scan)) < 0)
     goto out;
   if ((r = facts_gpus(&ft, out)) < 0)

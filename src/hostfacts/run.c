@@ -3,6 +3,7 @@
  */
 #include "hostfacts_text.h"
 #include "lazycluster/runtime.h"
+#include "runtime_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -99,6 +100,7 @@ int lc_runtime_hostinfo(lc_hostinfo **out, lc_runtime *rt, const char *const *ex
     facts_fail(rt, r, detail);
     goto out;
   }
+  lc__runtime_learn_loopback(rt, info->loopback);
   *out = info;
   info = NULL;
 out:

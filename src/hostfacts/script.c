@@ -12,7 +12,7 @@
  * Marker lines "@@LCF TAG VALUE" carry single values; "file PATH", "tcp" and "gpu KIND" are
  * followed by raw content up to the next marker. Only shell builtins read files (the shell's own
  * /proc/self is the cgroup of the command), so the script forks for uname, the listing of
- * listening ports (LC__LISTING_COMMAND) and the GPU tools only.
+ * listening ports (LC__LISTING_WHO, LC__LISTING_COMMAND) and the GPU tools only.
  *
  * The cgroup part mirrors what hostinfo.c reads: /proc/self/cgroup, the cgroup lines of
  * /proc/self/mountinfo, and for each v2 hierarchy and each v1 hierarchy with the cpu or memory
@@ -98,7 +98,7 @@ static const char script_head[] =
     "fi\n";
 
 static const char script_tail[] =
-    "m tcp\n" LC__LISTING_COMMAND "\n"
+    "m tcp\n" LC__LISTING_WHO "\n" LC__LISTING_COMMAND "\n"
     "t=; command -v timeout >/dev/null 2>&1 && t='timeout " STR(
         LC__HOSTFACTS_GPU_WAIT_S) "'\n"
                                   "g=0\n"

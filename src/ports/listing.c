@@ -53,9 +53,12 @@ static void listing_unwatch(listing *l) {
   l->scan.nfound = l->scan.found_cap = 0;
 }
 
-/* The command of l: with "lc-uid" while a watching listing does not know its host's uid yet. */
+/* The command of l: saying who reads it ("lc-uid") while its host's loopback is not known (the
+ * first listing of a host), or while a watching listing does not know the host's uid yet. */
 static const char *listing_command(listing *l) {
   long known = __atomic_load_n(&l->rt->listing_uid, __ATOMIC_RELAXED);
+  if (lc__runtime_loopback(l->rt) == LC__LOOPBACK_UNKNOWN)
+    return LC__LISTING_COMMAND_UID;
   if (l->watch == NULL)
     return LC__LISTING_COMMAND;
   if (known > 0) {
@@ -66,10 +69,12 @@ static const char *listing_command(listing *l) {
   return LC__LISTING_COMMAND_UID;
 }
 
-/* After l's output: keeps the uid it told for its host's next listings. */
+/* After l's output: keeps the uid and the loopback it told for its host's next listings. */
 static void listing_learn(listing *l) {
   if (l->scan.has_uid && l->scan.uid < 0x7FFFFFFFul)
     __atomic_store_n(&l->rt->listing_uid, (long)l->scan.uid + 1, __ATOMIC_RELAXED);
+  if (l->scan.has_uid)
+    lc__runtime_learn_loopback(l->rt, l->scan.loopback);
 }
 
 static void listing_line(const char *line, size_t len, lc_stream stream, void *payload) {

@@ -9,6 +9,7 @@
 #include "hostinfo_internal.h"
 #include "lazycluster/inventory.h"
 #include "lc_test.h"
+#include "ports_internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -1213,9 +1214,46 @@ static void test_inventory_list(void) {
   LC_CHECK(lc_inventory_from_list(&inv, NULL) == -EINVAL);
 }
 
-LC_TEST_MAIN(LC_TEST(test_parse_v1), LC_TEST(test_parse_v2), LC_TEST(test_parse_hybrid),
-             LC_TEST(test_parse_unlimited), LC_TEST(test_parse_minimal), LC_TEST(test_parse_noise),
-             LC_TEST(test_parse_failures), LC_TEST(test_probe_json),
+/*
+ * The real script, run here by sh: it parses, lists this machine's listening ports, and tells its
+ * loopback (boot id and network namespace) as this process knows it, so that discovery can tell
+ * an SSH host that is this very machine; a text without that line tells none (0).
+ */
+static void test_script_here_loopback(void) {
+  lc__buf script = {0}, out = {0};
+  lc_hostinfo *info;
+  char tmpl[] = "/tmp/lc-facts-XXXXXX", cmd[64], chunk[4096];
+  size_t n;
+  FILE *f;
+  int fd = mkstemp(tmpl);
+  LC_REQUIRE(fd >= 0);
+  LC_REQUIRE(lc__hostfacts_command(&script, NULL) == 0);
+  LC_REQUIRE(write(fd, script.data, script.len) == (ssize_t)script.len);
+  close(fd);
+  snprintf(cmd, sizeof(cmd), "sh %s </dev/null 2>/dev/null", tmpl);
+  LC_REQUIRE((f = popen(cmd, "r")) != NULL);
+  while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+    LC_REQUIRE(lc__buf_append(&out, chunk, n) == 0);
+  pclose(f);
+  unlink(tmpl);
+  LC_REQUIRE(lc__buf_append(&out, "", 1) == 0);
+  info = parse(out.data, NULL, NULL, NULL);
+  LC_REQUIRE(info != NULL);
+  LC_CHECK(info->listening != NULL);
+  LC_CHECK(info->loopback > LC__LOOPBACK_UNTOLD);
+  LC_CHECK(info->loopback == lc__loopback_here());
+  lc_hostinfo_free(info);
+  info = parse(HEAD TCP GPU_NONE END, NULL, NULL, NULL);
+  LC_REQUIRE(info != NULL);
+  LC_CHECK(info->loopback == 0);
+  lc_hostinfo_free(info);
+  lc__buf_free(&script);
+  lc__buf_free(&out);
+}
+
+LC_TEST_MAIN(LC_TEST(test_script_here_loopback), LC_TEST(test_parse_v1), LC_TEST(test_parse_v2),
+             LC_TEST(test_parse_hybrid), LC_TEST(test_parse_unlimited), LC_TEST(test_parse_minimal),
+             LC_TEST(test_parse_noise), LC_TEST(test_parse_failures), LC_TEST(test_probe_json),
              LC_TEST(test_parse_gpu_sections), LC_TEST(test_nvsmi_good),
              LC_TEST(test_nvsmi_failures), LC_TEST(test_nvsmi_recorded),
              LC_TEST(test_script_matches_local), LC_TEST(test_script_gpu_tools),

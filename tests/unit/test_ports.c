@@ -818,6 +818,47 @@ static void test_listener_index(void) {
   free(text);
 }
 
+/*
+ * "lc-uid N LOOPBACK": the host's boot id and network namespace, as LC__LISTING_WHO prints them.
+ * The same text is the same loopback, blanks around it aside; another namespace or another boot
+ * is another; no namespace said (not Linux, an old /proc) is "untold", never equal to a told one;
+ * a line without it leaves the uid read. This machine's own is told, and equals what the shell
+ * command prints here.
+ */
+static void test_loopback_ids(void) {
+  static const char a[] = "3f1c2d8e-0000-4000-8000-000000000001net:[4026531840]";
+  static const char b[] = "3f1c2d8e-0000-4000-8000-000000000001net:[4026532111]";
+  static const char c[] = "9a9a9a9a-0000-4000-8000-000000000002net:[4026531840]";
+  lc__portscan s;
+  char line[256], here[256] = "";
+  FILE *f;
+  uint64_t ia = lc__loopback_id(a, strlen(a));
+  LC_CHECK(ia > LC__LOOPBACK_UNTOLD);
+  snprintf(line, sizeof(line), "  %s \r", a);
+  LC_CHECK(lc__loopback_id(line, strlen(line)) == ia);
+  LC_CHECK(lc__loopback_id(b, strlen(b)) != ia);
+  LC_CHECK(lc__loopback_id(c, strlen(c)) != ia);
+  LC_CHECK(lc__loopback_id("", 0) == LC__LOOPBACK_UNTOLD);
+  LC_CHECK(lc__loopback_id("3f1c2d8e-0000", 13) == LC__LOOPBACK_UNTOLD);
+  memset(&s, 0, sizeof(s));
+  snprintf(line, sizeof(line), "lc-uid 1000 %s", a);
+  lc__portscan_line(&s, line, strlen(line));
+  LC_CHECK(s.has_uid && s.uid == 1000 && s.loopback == ia);
+  memset(&s, 0, sizeof(s));
+  lc__portscan_line(&s, "lc-uid 0", 8);
+  LC_CHECK(s.has_uid && s.uid == 0 && s.loopback == LC__LOOPBACK_UNTOLD);
+  /* this machine: what the listing's own words print here */
+  LC_CHECK(lc__loopback_here() > LC__LOOPBACK_UNTOLD);
+  f = popen("sh -c '" LC__LISTING_WHO "'", "r");
+  LC_REQUIRE(f != NULL);
+  LC_CHECK(fgets(here, sizeof(here), f) != NULL);
+  pclose(f);
+  memset(&s, 0, sizeof(s));
+  lc__portscan_line(&s, here, strcspn(here, "\n"));
+  LC_CHECK(s.has_uid && s.uid == (unsigned long)getuid());
+  LC_CHECK(s.loopback == lc__loopback_here());
+}
+
 LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_listener_owners), LC_TEST(test_parse_merges),
              LC_TEST(test_parse_bad_input), LC_TEST(test_iterate_contains),
              LC_TEST(test_add_and_format), LC_TEST(test_proc_net_tcp_recorded),
@@ -825,4 +866,5 @@ LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_listener_owners), LC_TEST(t
              LC_TEST(test_ss_recorded), LC_TEST(test_ss_forms_and_malformed),
              LC_TEST(test_proc_net_tcp_every_port), LC_TEST(test_reserve_release),
              LC_TEST(test_local_bind), LC_TEST(test_common_free_here_only),
-             LC_TEST(test_reservation_threads), LC_TEST(test_listener_index))
+             LC_TEST(test_reservation_threads), LC_TEST(test_listener_index),
+             LC_TEST(test_loopback_ids))
