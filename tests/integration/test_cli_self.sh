@@ -9,7 +9,8 @@
 # test host; "hop" is reached through another (ProxyCommand ssh -W). A start with the defaults and the worker mesh must come up, every worker and the master
 # must answer on localhost here and on lab1, a Ctrl-C to the whole process group (what a terminal
 # sends: the ProxyCommands get it too unless they run apart) must stop it cleanly, and nothing
-# may be left on any host or here.
+# may be left on any host or here. Then the same as a plain user whose login shell is fish:
+# lcfish runs `lazyclusterctl run` inside lab7 with an ssh config that lists lab7 itself.
 set -u
 . "$(dirname "$0")/../support/check.sh"
 ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
@@ -134,4 +135,57 @@ check "no working directory left here, on lab1 or on lab2" \
   all '[ "$(dirs_here "$pid")" -eq 0 ]' '[ "$(dirs_host "$pid" 1)" -eq 0 ]' \
   '[ "$(dirs_host "$pid" 2)" -eq 0 ]'
 check "no sshd -i of self or me left" [ "$(pgrep -fc -- "sshd -i -f $dir/hosts/0/")" -eq 0 ]
+
+# ---- a plain user with fish as login shell, on a host whose ssh config lists that host itself --
+# lcfish runs lazyclusterctl inside lab7 with an ssh config of its own that names lab7 by its
+# address ("me", its real sshd) and lab6: the shared-config case, as a plain user.
+lab7_addr=$(awk '/^Host lab7$/{f=1} f && $1 == "HostName" {print $2; exit}' "$dir/ssh_config")
+lab6_addr=$(awk '/^Host lab6$/{f=1} f && $1 == "HostName" {print $2; exit}' "$dir/ssh_config")
+uid=$(awk '$1 == "lcfish" { print $2 }' "$dir/users.txt")
+ucfg=/home/lcfish/lc/ssh_config
+for h in 6 7; do
+  "$th" exec "$h" -- sh -c "mkdir -p /home/lcfish/lc && cat > /home/lcfish/lc/lazyclusterctl &&
+    chmod 755 /home/lcfish/lc/lazyclusterctl && chown -R lcfish: /home/lcfish/lc" <"$ctl"
+done
+"$th" exec 7 -- sh -c "cat > /home/lcfish/lc/id && chmod 600 /home/lcfish/lc/id" <"$dir/id_ed25519"
+"$th" exec 7 -- sh -c "cat > /home/lcfish/lc/known_hosts" <"$dir/known_hosts"
+"$th" exec 7 -- sh -c "cat > $ucfg && chown -R lcfish: /home/lcfish/lc" <<EOF
+Host me
+  HostName $lab7_addr
+Host other
+  HostName $lab6_addr
+Host *
+  User lcfish
+  IdentityFile /home/lcfish/lc/id
+  IdentitiesOnly yes
+  UserKnownHostsFile /home/lcfish/lc/known_hosts
+  GlobalKnownHostsFile /dev/null
+  StrictHostKeyChecking yes
+EOF
+# Processes of lcfish on host I.
+user_procs() { # I
+  local n=0 p
+  for p in $("$th" pids "$1"); do
+    [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)" = "$uid" ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+check "lcfish has a uid, and nothing of it runs on lab6 or lab7" \
+  all '[ -n "$uid" ]' '[ "$(user_procs 6)" -eq 0 ]' '[ "$(user_procs 7)" -eq 0 ]'
+driver='exec 3<>/dev/tcp/127.0.0.1/$LAZYCLUSTER_MASTER_PORT && read -r l <&3 && echo "driver reads $l"'
+"$th" exec 7 -- setpriv --reuid=lcfish --regid=lcfish --init-groups -- \
+  env -i HOME=/home/lcfish USER=lcfish PATH=/usr/bin:/bin LANG=C.UTF-8 \
+  /home/lcfish/lc/lazyclusterctl run -F "$ucfg" --hosts me,other --workers 4 --type-arg expose=mesh \
+  --master-cmd "exec /home/lcfish/lc/lazyclusterctl serve {master_port} m-fish" \
+  --worker-cmd "exec /home/lcfish/lc/lazyclusterctl serve {worker_port} w{worker_index}-fish" \
+  -- bash -c "$driver" >"$tmp/fout" 2>"$tmp/ferr"
+rc=$?
+check "run as lcfish on lab7, with lab7 itself among its hosts, exits 0" [ "$rc" -eq 0 ] ||
+  { show out "$tmp/fout"; show err "$tmp/ferr"; }
+check "its driver reached the master" grep -qx "driver reads m-fish" "$tmp/fout" || show out "$tmp/fout"
+check "nothing of lcfish left on lab7 or lab6" \
+  wait_for 10 all '[ "$(user_procs 7)" -eq 0 ]' '[ "$(user_procs 6)" -eq 0 ]'
+check "no working directory of lcfish left on lab7 or lab6" \
+  all '[ -z "$("$th" exec 7 -- sh -c "ls -A /home/lcfish/.cache/lazycluster 2>/dev/null | grep -vx run")" ]' \
+  '[ -z "$("$th" exec 6 -- sh -c "ls -A /home/lcfish/.cache/lazycluster 2>/dev/null | grep -vx run")" ]'
 checks_done
