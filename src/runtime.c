@@ -17,6 +17,8 @@
 
 #define ERR_TAIL_MAX 4096
 #define FILE_CHUNK (256 * 1024)
+/* A stdin buffer larger than this is freed once empty (lc__proc_in_consume). */
+#define IN_KEEP 256
 
 void lc_runtime_options_init(lc_runtime_options *opts) {
   lc_runtime_options init = LC_RUNTIME_OPTIONS_INIT;
@@ -735,6 +737,10 @@ void lc__proc_in_consume(lc_process *p, size_t n) {
     p->in_gate -= n;
   if (p->in.len > 0) {
     lc__buf_consume(&p->in, n);
+    /* the script is out: its buffer need not live as long as the process (a lifeline's stdin
+     * gets a few bytes now and then); a file's chunk buffer stays until the file is sent */
+    if (p->in.len == 0 && p->in.cap > IN_KEEP && (p->in_fd < 0 || p->in_left == 0))
+      lc__buf_free(&p->in);
   } else {
     p->in_mem += n;
     p->in_mem_left -= n;
