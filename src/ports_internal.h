@@ -67,11 +67,14 @@ typedef struct lc__portscan {
   int has_uid;                  /* an "lc-uid N" line came: uid is who read the listing */
   unsigned long uid;
   uint64_t loopback; /* with has_uid: the line's LOOPBACK (lc__loopback_id) */
-  /* in detail, the caller's to set (NULL: nothing kept): the listeners of the ports set in watch
-   * go into found[0..nfound), at most found_cap; more are only counted in found_over */
+  /* in detail, the caller's to set (NULL: nothing kept): the listeners of the watched ports go
+   * into found[0..nfound), at most found_max (0: found_cap); more are only counted in
+   * found_over. watch is a bitmap of ports from watch_lo (bit p - watch_lo) up to watch_hi (0:
+   * every port). found grows from found_cap up to found_max as listeners come (lc__realloc). */
   const uint8_t *watch;
+  int watch_lo, watch_hi;
   lc__listener *found;
-  size_t nfound, found_cap, found_over;
+  size_t nfound, found_cap, found_max, found_over;
   /* optional, with found (lc__portscan_index): found by port, so that a listing of thousands of
    * listeners (a host of a large mesh) is read and judged in linear time, not quadratic: bucket
    * port & mask holds 1 + the index of its first entry, next[k] 1 + the one after k (0 ends) */
@@ -79,8 +82,8 @@ typedef struct lc__portscan {
   size_t mask;
 } lc__portscan;
 
-/* Gives s (found and found_cap set) its index by port; lc__portscan_unindex frees it. Without
- * one every look walks all of found. Returns 0 or -ENOMEM. */
+/* Gives s (found, found_cap and found_max set) its index by port; lc__portscan_unindex frees
+ * it. Without one every look walks all of found. Returns 0 or -ENOMEM. */
 int lc__portscan_index(lc__portscan *s);
 void lc__portscan_unindex(lc__portscan *s);
 /* The listeners kept for port, in found: for (k = lc__portscan_first(s, port); k < s->nfound;

@@ -27,19 +27,31 @@ typedef struct listing {
 
 /* Watches ports[0..n) in l: their listeners go into l->scan.found with their owners. Distinct
  * listeners per port are few (SO_REUSEPORT's copies count once): 8 each is plenty, and more
- * only make the owner unknown (lc__portscan_ours). Returns 0 or -ENOMEM. */
+ * only make the owner unknown (lc__portscan_ours); found starts at 1 each and grows. The
+ * bitmap spans the watched ports alone (a start's ports lie in one range: tens of bytes, not
+ * 8 KiB for each of the hosts' listings that are under way at once). Returns 0 or -ENOMEM. */
 static int listing_watch(listing *l, const int *ports, size_t n) {
-  size_t cap = 8 * n + 32;
-  if ((l->watch = lc__calloc(1, 65536 / 8)) == NULL ||
-      (l->scan.found = lc__calloc(cap, sizeof(*l->scan.found))) == NULL)
+  int lo = PORT_MAX, hi = 1;
+  for (size_t i = 0; i < n; i++)
+    if (ports[i] > 0 && ports[i] <= PORT_MAX) {
+      lo = ports[i] < lo ? ports[i] : lo;
+      hi = ports[i] > hi ? ports[i] : hi;
+    }
+  if (lo > hi) /* nothing to watch: one bit for port 1, never set */
+    lo = hi = 1;
+  l->scan.found_cap = n + 32;
+  l->scan.found_max = 8 * n + 32;
+  if ((l->watch = lc__calloc(1, (size_t)(hi - lo) / 8 + 1)) == NULL ||
+      (l->scan.found = lc__calloc(l->scan.found_cap, sizeof(*l->scan.found))) == NULL)
     return -ENOMEM;
-  l->scan.found_cap = cap;
   if (lc__portscan_index(&l->scan) < 0)
     return -ENOMEM;
   for (size_t i = 0; i < n; i++)
     if (ports[i] > 0 && ports[i] <= PORT_MAX)
-      lc__ports_bit_set(l->watch, ports[i]);
+      lc__ports_bit_set(l->watch, ports[i] - lo);
   l->scan.watch = l->watch;
+  l->scan.watch_lo = lo;
+  l->scan.watch_hi = hi;
   return 0;
 }
 
@@ -49,8 +61,9 @@ static void listing_unwatch(listing *l) {
   lc__portscan_unindex(&l->scan);
   l->watch = NULL;
   l->scan.watch = NULL;
+  l->scan.watch_lo = l->scan.watch_hi = 0;
   l->scan.found = NULL;
-  l->scan.nfound = l->scan.found_cap = 0;
+  l->scan.nfound = l->scan.found_cap = l->scan.found_max = 0;
 }
 
 /* The command of l: saying who reads it ("lc-uid") while its host's loopback is not known (the

@@ -94,9 +94,21 @@ static void skip_column(const char *line, size_t len, size_t *i) {
   skip_blanks(line, len, i);
 }
 
+/* The most listeners s keeps. */
+static size_t found_max(const lc__portscan *s) {
+  return s->found_max > s->found_cap ? s->found_max : s->found_cap;
+}
+
+/* Whether port is watched in s. */
+static int watched(const lc__portscan *s, int port) {
+  int hi = s->watch_hi > 0 ? s->watch_hi : PORT_MAX;
+  return s->watch != NULL && port >= s->watch_lo && port <= hi && port >= 1 &&
+         lc__ports_bit_get(s->watch, port - s->watch_lo);
+}
+
 int lc__portscan_index(lc__portscan *s) {
-  size_t n = 16; /* buckets: twice the distinct ports at least (found_cap is 8 per port) */
-  while (n < s->found_cap / 4)
+  size_t n = 16; /* buckets: twice the distinct ports at least (found_max is 8 per port) */
+  while (n < found_max(s) / 4)
     n *= 2;
   if ((s->heads = lc__calloc(n, sizeof(*s->heads))) == NULL ||
       (s->next = lc__calloc(s->found_cap + 1, sizeof(*s->next))) == NULL) {
@@ -142,14 +154,25 @@ size_t lc__portscan_next(const lc__portscan *s, size_t k) {
 
 /* Keeps l (a listener) in s->found when its port is watched, once. */
 static void keep_listener(lc__portscan *s, const lc__listener *l) {
-  if (s->watch == NULL || l->port < 1 || l->port > PORT_MAX ||
-      !lc__ports_bit_get(s->watch, l->port))
+  if (l->port < 1 || l->port > PORT_MAX || !watched(s, l->port))
     return;
   for (size_t k = lc__portscan_first(s, l->port); k < s->nfound; k = lc__portscan_next(s, k)) {
     const lc__listener *o = &s->found[k];
     if (o->v6 == l->v6 && o->unknown == l->unknown && o->uid == l->uid &&
         memcmp(o->addr, l->addr, sizeof(o->addr)) == 0)
       return;
+  }
+  if (s->found != NULL && s->nfound >= s->found_cap && s->found_cap < found_max(s)) {
+    size_t cap = s->found_cap * 2 < found_max(s) ? s->found_cap * 2 : found_max(s);
+    lc__listener *f = lc__realloc(s->found, cap * sizeof(*f));
+    uint32_t *next =
+        f != NULL && s->heads != NULL ? lc__realloc(s->next, (cap + 1) * sizeof(*next)) : s->next;
+    if (f != NULL)
+      s->found = f;
+    if (f != NULL && (s->heads == NULL || next != NULL)) {
+      s->next = next;
+      s->found_cap = cap;
+    }
   }
   if (s->found == NULL || s->nfound >= s->found_cap) {
     s->found_over++;
@@ -255,7 +278,7 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
   if (listen && port > 0) {
     lc__listener l;
     lc__ports_bit_set(s->listening, port);
-    if (s->watch != NULL && lc__ports_bit_get(s->watch, port)) {
+    if (watched(s, port)) {
       ss_address(&l, line, start, colon);
       l.port = port;
       l.uid = ss_uid(line, len, i);
@@ -309,7 +332,7 @@ void lc__portscan_line(lc__portscan *s, const char *line, size_t len) {
   s->entries++;
   if (state == 0x0A && local.port > 0) {
     lc__ports_bit_set(s->listening, local.port);
-    if (s->watch != NULL && lc__ports_bit_get(s->watch, local.port)) {
+    if (watched(s, local.port)) {
       /* "tx_queue:rx_queue tr:tm->when retrnsmt uid ..." */
       skip_blanks(line, len, &i);
       for (int k = 0; k < 3; k++)

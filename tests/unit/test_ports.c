@@ -819,6 +819,67 @@ static void test_listener_index(void) {
 }
 
 /*
+ * A listing's watch as listing_watch makes it: a bitmap of the watched range alone (ports from
+ * watch_lo to watch_hi), and found growing from a few entries up to found_max as listeners
+ * come, with and without the index: every listener of the range kept once, in order, none from
+ * outside it (one below, one above), the index right after each growth; past found_max the
+ * rest is counted in found_over.
+ */
+static void test_listener_growth(void) {
+  enum { NPORTS = 300, FIRST = 61000 };
+  uint8_t watch[NPORTS / 8 + 1] = {0};
+  char *text = malloc((size_t)(NPORTS + 2) * 2 * 100 + 100);
+  lc__portscan a, b;
+  size_t n = 0;
+  LC_REQUIRE(text != NULL);
+  n += (size_t)sprintf(text + n, "lc-uid 1000\n");
+  for (int p = FIRST - 1; p <= FIRST + NPORTS; p++) {
+    if (p >= FIRST && p < FIRST + NPORTS)
+      watch[(p - FIRST) / 8] |= (uint8_t)(1u << ((p - FIRST) % 8));
+    n += (size_t)sprintf(text + n, "0 128 127.0.0.1:%d 0.0.0.0:* uid:1000 ino:1 sk:1 <->\n", p);
+    n += (size_t)sprintf(text + n, "0 128 [::1]:%d [::]:* uid:1000 ino:2 sk:2 <->\n", p);
+  }
+  for (size_t max = 8 * NPORTS + 32; max >= 10; max = max == 10 ? 0 : 10) {
+    memset(&a, 0, sizeof(a));
+    a.watch = watch;
+    a.watch_lo = FIRST;
+    a.watch_hi = FIRST + NPORTS - 1;
+    a.found_cap = 4;
+    a.found_max = max;
+    b = a;
+    LC_REQUIRE((a.found = calloc(4, sizeof(*a.found))) != NULL);
+    LC_REQUIRE((b.found = calloc(4, sizeof(*b.found))) != NULL);
+    LC_REQUIRE(lc__portscan_index(&a) == 0);
+    lc__portscan_text(&a, text, n);
+    lc__portscan_text(&b, text, n);
+    if (max == 10) {
+      LC_CHECK(a.nfound == 10 && b.nfound == 10);
+      LC_CHECK(a.found_over == 2 * NPORTS - 10 && b.found_over == a.found_over);
+      LC_CHECK(lc__portscan_ours(&a, FIRST) == 1); /* cannot tell whose: as before */
+    } else {
+      LC_CHECK(a.nfound == 2 * NPORTS && b.nfound == a.nfound);
+      LC_CHECK(a.found_over == 0 && b.found_over == 0);
+      LC_CHECK(a.found_cap >= a.nfound && a.found_cap <= max);
+      for (int p = FIRST - 1; p <= FIRST + NPORTS; p++) {
+        size_t ka = 0, kb = 0;
+        for (size_t k = lc__portscan_first(&a, p); k < a.nfound; k = lc__portscan_next(&a, k)) {
+          LC_CHECK(a.found[k].port == p && a.found[k].v6 == (ka == 1));
+          ka++;
+        }
+        for (size_t k = lc__portscan_first(&b, p); k < b.nfound; k = lc__portscan_next(&b, k))
+          kb++;
+        LC_CHECK(ka == kb);
+        LC_CHECK(ka == (p < FIRST || p >= FIRST + NPORTS ? 0u : 2u));
+      }
+    }
+    lc__portscan_unindex(&a);
+    free(a.found);
+    free(b.found);
+  }
+  free(text);
+}
+
+/*
  * "lc-uid N LOOPBACK": the host's boot id and network namespace, as LC__LISTING_WHO prints them.
  * The same text is the same loopback, blanks around it aside; another namespace or another boot
  * is another; no namespace said (not Linux, an old /proc) is "untold", never equal to a told one;
@@ -867,4 +928,4 @@ LC_TEST_MAIN(LC_TEST(test_parse_forms), LC_TEST(test_listener_owners), LC_TEST(t
              LC_TEST(test_proc_net_tcp_every_port), LC_TEST(test_reserve_release),
              LC_TEST(test_local_bind), LC_TEST(test_common_free_here_only),
              LC_TEST(test_reservation_threads), LC_TEST(test_listener_index),
-             LC_TEST(test_loopback_ids))
+             LC_TEST(test_listener_growth), LC_TEST(test_loopback_ids))
