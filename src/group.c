@@ -929,11 +929,6 @@ int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, siz
 
 /* ---- tunnels ------------------------------------------------------------------------------ */
 
-/*
- * Makes each port[k] of owner[k] (NULL: this machine) reachable as localhost:port here (a local
- * forward) and on every other runtime of g (a remote forward to here), all at once. The forwards
- * go into keep.
- */
 size_t *lc__group_loopback_firsts(lc_group *g) {
   size_t *first = lc__calloc(g->n + 1, sizeof(*first));
   if (first == NULL)
@@ -954,6 +949,11 @@ int lc__group_needs_listen(lc_group *g, const size_t *first, size_t i, const lc_
          !lc__runtime_same_loopback(g->rts[i], NULL);
 }
 
+/*
+ * Makes each port[k] of owner[k] (NULL: this machine) reachable as localhost:port here (a local
+ * forward) and on every other runtime of g (a remote forward to here), all at once and once per
+ * loopback (lc__group_needs_listen). The forwards go into keep.
+ */
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
                           lc__fwdlist *keep) {
   lc__fwd_spec *spec = NULL;
