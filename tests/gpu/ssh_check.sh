@@ -8,11 +8,11 @@
 #   mkdir -p build/gpu/sshd && cp /usr/sbin/sshd /usr/bin/ssh-keygen /usr/sbin/ip build/gpu/sshd/
 #   for l in $(ldd /usr/sbin/sshd /usr/bin/ssh-keygen /usr/sbin/ip | awk '/=>/{print $3}' | sort -u)
 #   do case $l in */libc.so.6|*/libresolv.so.2) ;; *) cp -L "$l" build/gpu/lib/ ;; esac; done
-# The "host" is a network namespace of this machine with its own loopback (this machine over SSH
-# on the same loopback would share every port with the master here: docs/gpus.md), and each SSH
+# The "host" is a network namespace of this machine with its own loopback, and each SSH
 # connection is an `sshd -i` started in it by the ssh config's ProxyCommand (nsenter): no
-# listener, no port. GPUs are not namespaced: the host sees the machine's GPUs. Needs root
-# (namespaces). Exits non-zero when a step that must pass failed.
+# listener, no port. GPUs are not namespaced: the host sees the machine's GPUs. "gpuself" is
+# this machine itself over SSH on its own loopback (sshd -i with no namespace), as a shared ssh
+# config that lists the machine one runs on reaches it. Needs root (namespaces). Exits non-zero when a step that must pass failed.
 set -u
 D=$(cd "${1:-build/gpu}" && pwd) || exit 2
 LC=$D/lazyclusterctl
@@ -50,6 +50,10 @@ printf 'gpubox %s %s\n' "$kt" "$kb" >"$W/known_hosts"
 printf '%s\n' "Host gpubox" "  User root" \
   "  ProxyCommand nsenter -t $NS_PID -n $D/sshd/sshd -i -f $W/sshd_config -E $W/sshd.log" \
   "  IdentityFile $W/id_ed25519" "  IdentitiesOnly yes" "  UserKnownHostsFile $W/known_hosts" \
+  "  GlobalKnownHostsFile /dev/null" "  StrictHostKeyChecking yes" "" \
+  "Host gpuself" "  User root" "  HostKeyAlias gpubox" \
+  "  ProxyCommand $D/sshd/sshd -i -f $W/sshd_config -E $W/sshd.log" \
+  "  IdentityFile $W/id_ed25519" "  IdentitiesOnly yes" "  UserKnownHostsFile $W/known_hosts" \
   "  GlobalKnownHostsFile /dev/null" "  StrictHostKeyChecking yes" >"$W/ssh_config"
 echo "namespace of pid $NS_PID; root's login shell $(getent passwd root | cut -d: -f7)"
 
@@ -78,6 +82,19 @@ step "start --workers 2 on the SSH host's one GPU"
 timeout 180 "$LC" start -F "$W/ssh_config" --hosts gpubox --workers 2 --ttl 8s --debug \
   --worker-cmd "echo \"gpu={gpu} CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES\"; $serve" 2>&1
 echo "exit $?"
+
+step "start --workers 2 on the GPU machine reached over SSH on its own loopback (a shared config)"
+# "gpuself" is this very machine: the same sshd, but no namespace, so it shares every port with
+# the master here; the tunnels must not listen twice (docs/architecture.md, "Hosts that share a
+# 127.0.0.1"). Before, this failed with "port 60005 is in use on gpuself".
+out=$(timeout 180 "$LC" start -F "$W/ssh_config" --hosts gpuself,gpubox --workers 2 --ttl 8s \
+  --type-arg expose=mesh --debug \
+  --worker-cmd "echo \"gpu={gpu} CUDA_VISIBLE_DEVICES=\$CUDA_VISIBLE_DEVICES\"; $serve" 2>&1)
+rc=$?
+printf '%s\n' "$out"
+echo "exit $rc"
+[ $rc -eq 0 ] || { echo "FAILED: start with gpuself exit $rc"; status=1; }
+printf '%s\n' "$out" | grep -q 'on gpuself gpu' || { echo "FAILED: no worker on gpuself"; status=1; }
 
 step "map over SSH: 3 jobs on the host's GPU slot"
 must timeout 120 "$LC" map -F "$W/ssh_config" --hosts gpubox -- \
