@@ -38,30 +38,20 @@ cfg=$tmp/ssh_config
     cat <<EOF
 Host $name
   HostName $name.invalid
-  User root
   ProxyCommand /usr/sbin/sshd -i -f $dir/hosts/0/sshd_config
   HostKeyAlias $lab0_addr
-  IdentityFile $dir/id_ed25519
-  IdentitiesOnly yes
-  UserKnownHostsFile $dir/known_hosts
-  GlobalKnownHostsFile /dev/null
-  StrictHostKeyChecking yes
 
 EOF
   done
   cat <<EOF
 Host hop
   HostName $lab2_addr
-  User root
   ProxyCommand ssh -F $cfg -W %h:%p lab0
-  IdentityFile $dir/id_ed25519
-  IdentitiesOnly yes
-  UserKnownHostsFile $dir/known_hosts
-  GlobalKnownHostsFile /dev/null
-  StrictHostKeyChecking yes
 
 Host twin
   HostName $lab1_addr
+
+Host self me hop twin
   User root
   IdentityFile $dir/id_ed25519
   IdentitiesOnly yes
@@ -163,13 +153,7 @@ Host *
   StrictHostKeyChecking yes
 EOF
 # Processes of lcfish on host I.
-user_procs() { # I
-  local n=0 p
-  for p in $("$th" pids "$1"); do
-    [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)" = "$uid" ] && n=$((n + 1))
-  done
-  echo "$n"
-}
+user_procs() { uid_procs "$1" "$uid"; }
 check "lcfish has a uid, and nothing of it runs on lab6 or lab7" \
   all '[ -n "$uid" ]' '[ "$(user_procs 6)" -eq 0 ]' '[ "$(user_procs 7)" -eq 0 ]'
 driver='exec 3<>/dev/tcp/127.0.0.1/$LAZYCLUSTER_MASTER_PORT && read -r l <&3 && echo "driver reads $l"'

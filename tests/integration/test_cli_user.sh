@@ -25,13 +25,7 @@ as() {
     "/home/$user/lc/lazyclusterctl" "$@"
 }
 # Processes of uid U on lab7 (the host's own: its network namespace).
-user_procs() { # UID
-  local n=0 p
-  for p in $("$th" pids "$host"); do
-    [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)" = "$1" ] && n=$((n + 1))
-  done
-  echo "$n"
-}
+user_procs() { uid_procs "$host" "$1"; }
 on_host() { "$th" exec "$host" -- sh -c "$1"; }
 
 for user in lcbash lcfish; do

@@ -15,6 +15,8 @@
 #                            directory, for the test's cleanup to remove
 #   lc_private_home          HOME and XDG_RUNTIME_DIR of the test's own under $tmp (so that no
 #                            state of the user running it is seen or touched)
+#   uid_procs I UID          how many processes of uid UID run on test host I (its own pids,
+#                            from "$th" pids: the caller sets th to tests/support/testhosts)
 #   checks_done              the test's exit status: 0 only when checks ran and none failed
 passed=0 failed=0
 
@@ -64,6 +66,14 @@ lc_private_home() {
   export XDG_RUNTIME_DIR=$tmp/xdg HOME=$tmp/home
   unset XDG_CACHE_HOME
   mkdir -m 700 "$XDG_RUNTIME_DIR" "$HOME"
+}
+
+uid_procs() { # I UID
+  local n=0 p
+  for p in $("$th" pids "$1"); do
+    [ "$(awk '/^Uid:/ { print $2 }' "/proc/$p/status" 2>/dev/null)" = "$2" ] && n=$((n + 1))
+  done
+  echo "$n"
 }
 
 checks_done() {
