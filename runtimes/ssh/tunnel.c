@@ -708,6 +708,17 @@ static void bound_forget(lc__ssh_bound *b, const lc_forward *f) {
 }
 
 /*
+ * After a push: sends the queue's head unless it is out already. Then its answer comes with a
+ * wake-up of the connection (conn_drive asks libssh after it), or the keepalive timer looks for
+ * it (on_keepalive); asking libssh now costs a poll() and finds nothing, and a mesh pushes
+ * hundreds of listens per host at once (and their cancels at its stop).
+ */
+static void requests_behind(lc__ssh_conn *c) {
+  if (!c->req_sent)
+    lc__tunnel_requests(c);
+}
+
+/*
  * The bind address of the call that asks after a sent keepalive's answer. libssh 0.10's
  * ssh_send_keepalive sends keepalive@openssh.com with want-reply and always returns SSH_OK, so
  * its answer is read through another global-request call: while a request is pending, any of
@@ -736,7 +747,7 @@ void lc__tunnel_keepalive(lc__ssh_conn *c) {
   if (q == NULL)
     return; /* out of memory: the next tick tries again */
   q->keepalive = 1;
-  lc__tunnel_requests(c);
+  requests_behind(c);
 }
 
 /* What the request waiting for its answer is, for the message of a host that never answers. */
@@ -825,7 +836,7 @@ void lc__tunnel_fwd_start(lc_forward *f) {
     lc__forward_ready(f, &err);
     return;
   }
-  lc__tunnel_requests(c);
+  requests_behind(c);
   lc__ssh_update_poll(c);
 }
 
@@ -967,7 +978,7 @@ void lc__tunnel_fwd_stop(lc_forward *f) {
   bound_forget(c->checking, f);
   if (f->kind == LC_FORWARD_REMOTE && f->backend == c && c->state == C_READY) {
     req_push(c, NULL, f->bind, f->port); /* cancel-tcpip-forward */
-    lc__tunnel_requests(c);
+    requests_behind(c);
     lc__ssh_update_poll(c);
   }
   f->backend = NULL;
