@@ -126,8 +126,9 @@ static const char lifeline_sh[] =
      * trap cannot end it (or the reader) */
     "trap '' USR1\n"
     /* the wrapper itself writes nothing: a message into a channel the host already closed would
-     * kill it with SIGPIPE before it ends the group and its watchdog */
-    "exec >/dev/null 2>&1\n"
+     * kill it with SIGPIPE before it ends the group and its watchdog. fd 7 keeps the channel's
+     * stderr for the watchdog's one line, which a child of its own writes (below). */
+    "exec 7>&2 >/dev/null 2>&1\n"
     /* the grace period and the SIGKILLs only when something was still there */
     "lc_end() {\n"
     "  kill -TERM -\"$lc_command_pid\" || kill -TERM \"$lc_command_pid\"; lc_group_missed=$?\n"
@@ -149,14 +150,23 @@ static const char lifeline_sh[] =
     /* the watchdog: a sleep of P = a third of the limit (whole seconds, rounded up) at a time; the
      * fourth end of one with no heartbeat since ends the group, after more than 3P >= the limit
      * and at most 4P seconds of silence. $! is the command's pid until the first sleep is
-     * forked. */
+     * forked. Then it says why on the channel's stderr (the last stderr lines a cluster's message
+     * quotes; else a process "ended by signal 15" says nothing of the cause), from a child that
+     * ignores SIGPIPE (the usual cause: the channel is gone) and that it does not wait for (a
+     * full pipe would block the write while the program that started it is stopped); the TERM
+     * trap leaves that child alone once it was forked, the last sleep being over by then. */
     "  ( trap 'lc_silent_sleeps=0; lc_woken=1' USR1\n"
-    "    trap '[ \"$!\" = \"$lc_command_pid\" ] || { kill -9 $!; wait $!; }; exit 0' TERM\n"
-    "    lc_silent_sleeps=0\n"
+    "    trap '[ -n \"$lc_said\" ] || [ \"$!\" = \"$lc_command_pid\" ] || "
+    "{ kill -9 $!; wait $!; }; exit 0' TERM\n"
+    "    lc_silent_sleeps=0; lc_said=\n"
     "    while :; do sleep $(( (lc_heartbeat_s + 2) / 3 )) &\n"
     "      lc_woken=1; while [ \"$lc_woken\" = 1 ]; do lc_woken=0; wait $!; done\n"
     "      lc_silent_sleeps=$((lc_silent_sleeps+1)); [ \"$lc_silent_sleeps\" -gt 3 ] && break\n"
-    "    done; lc_end ) 3<&- 5<&- 6>&- &\n"
+    "    done\n"
+    "    lc_said=1; ( trap '' PIPE; printf 'lc-lifeline: no heartbeat for over %s s (the program "
+    "that started this command is gone, stopped or cut off from this host): ending the "
+    "command\\n' \"$lc_heartbeat_s\" >&7 ) &\n"
+    "    lc_end ) 3<&- 5<&- 6>&- &\n"
     "  lc_watchdog_pid=$!\n"
     "fi\n"
     /* a command that closed its stdin makes a write fail (EPIPE), not end the reader */
@@ -170,7 +180,7 @@ static const char lifeline_sh[] =
     "    esac\n"
     /* fd 6 stays open through lc_end: a stop is a SIGTERM, not an EOF the command might answer
      * first by exiting 0 */
-    "  done; lc_end ) 5<&- &\n"
+    "  done; lc_end ) 5<&- 7>&- &\n"
     "lc_reader_pid=$!\n"
     "exec 5<&- 6>&-\n"
     /* a signal to the wrapper itself (Ctrl-C in a terminal, kill) also ends the group */
@@ -347,17 +357,18 @@ int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const 
   int r;
   if ((r = lc__buf_puts(out, "umask 077\nlc_bad=\nr=")) < 0 || (r = append_root(out, root)) < 0 ||
       (r = lc__buf_puts(
-           out, "\n{ [ -d \"$r\" ] || mkdir -p \"$r\"; } || exit 1\n"
-                "lc_owner_mode=$(stat -L -c '%u %a' -- \"$r\") || exit 1\n"
-                "lc_uid=$(id -u)\n"
-                "case \"${lc_owner_mode% *}\" in \"$lc_uid\"|0) ;; *) lc_bad=1 ;; esac\n"
-                "[ $((0${lc_owner_mode#* } & 022)) -eq 0 ] || lc_bad=1\n"
-                "if [ -n \"$lc_bad\" ]; then\n"
-                "  printf 'lc-refuse %s is owned by uid %s with mode %s: it must be owned by uid "
-                "%s (or root) and not writable by group or others\\n' \"$r\" \"${lc_owner_mode% *}\" "
-                "\"${lc_owner_mode#* }\" \"$lc_uid\" >&2; exit 1\n"
-                "fi\n"
-                "mkdir \"$r\"/")) < 0 ||
+           out,
+           "\n{ [ -d \"$r\" ] || mkdir -p \"$r\"; } || exit 1\n"
+           "lc_owner_mode=$(stat -L -c '%u %a' -- \"$r\") || exit 1\n"
+           "lc_uid=$(id -u)\n"
+           "case \"${lc_owner_mode% *}\" in \"$lc_uid\"|0) ;; *) lc_bad=1 ;; esac\n"
+           "[ $((0${lc_owner_mode#* } & 022)) -eq 0 ] || lc_bad=1\n"
+           "if [ -n \"$lc_bad\" ]; then\n"
+           "  printf 'lc-refuse %s is owned by uid %s with mode %s: it must be owned by uid "
+           "%s (or root) and not writable by group or others\\n' \"$r\" \"${lc_owner_mode% *}\" "
+           "\"${lc_owner_mode#* }\" \"$lc_uid\" >&2; exit 1\n"
+           "fi\n"
+           "mkdir \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0 ||
       (r = lc__buf_puts(out, " && printf '%s\\n' \"$r\"/")) < 0 ||
       (r = lc__buf_shell_quote(out, name)) < 0 || (r = lc__buf_puts(out, " || exit 1\n")) < 0)
@@ -365,9 +376,8 @@ int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const 
   if (keep)
     return 0;
   /* the keeper stays; its lifeline removes the directory however it ends */
-  if ((r = lc__buf_puts(out, LC__KEEPER_SH)) < 0 ||
-      (r = lc__buf_puts(cleanup, "rm -rf -- ")) < 0 || (r = append_root(cleanup, root)) < 0 ||
-      (r = lc__buf_puts(cleanup, "/")) < 0)
+  if ((r = lc__buf_puts(out, LC__KEEPER_SH)) < 0 || (r = lc__buf_puts(cleanup, "rm -rf -- ")) < 0 ||
+      (r = append_root(cleanup, root)) < 0 || (r = lc__buf_puts(cleanup, "/")) < 0)
     return r;
   return lc__buf_shell_quote(cleanup, name);
 }

@@ -1514,6 +1514,15 @@ int lc__runtime_keeps_connected(const lc_runtime *rt) {
   return __atomic_load_n(&rt->keep_connected, __ATOMIC_ACQUIRE);
 }
 
+int lc__runtime_workdir_keeper_ended(lc_runtime *rt) {
+  int ended;
+  pthread_mutex_lock(&rt->workdir_mu);
+  ended = rt->workdir != NULL && rt->workdir_keeper != NULL &&
+          lc_process_wait(NULL, rt->workdir_keeper, 0) != -ETIMEDOUT;
+  pthread_mutex_unlock(&rt->workdir_mu);
+  return ended;
+}
+
 /*
  * The keeper of a lost connection ended, and its lifeline on the host removed the directory (or
  * will, at the latest when its heartbeat limit is over: the caller waits for that). The same

@@ -426,6 +426,9 @@ int lc__runtime_workdir_begin(lc_runtime *rt);
  * makes the same directory again, with a new keeper. 0 when it is there again or was never
  * made. Any thread but the engine's. */
 int lc__runtime_workdir_renew(lc_runtime *rt);
+/* Whether the working directory was made and its keeper has ended since (its lifeline removed
+ * the directory: a lost connection, or a heartbeat silent past the limit while connected). */
+int lc__runtime_workdir_keeper_ended(lc_runtime *rt);
 /* The backend brings rt back after a lost connection, forwards or not (any thread). */
 void lc__runtime_keep_connected(lc_runtime *rt);
 /* Whether the backend tries to bring rt back after a loss (any thread). */

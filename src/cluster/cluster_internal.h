@@ -87,6 +87,7 @@ typedef struct lc__host {
   long long lost_ms; /* wall-clock ms when it was marked lost */
   uint64_t lost_at;  /* lc__now_ms then */
   int sweep_noted;   /* the note that its old processes' sweep failed went out */
+  int renew_noted;   /* the note that its working directory cannot be made again went out */
 } lc__host;
 
 /* The cluster. Its fields belong to the thread in a call of the cluster (calls must not overlap),
@@ -169,6 +170,9 @@ void lc__cluster_note(lc_cluster *c, const char *fmt, ...) __attribute__((format
 void lc__cluster_on_line(const char *line, size_t len, lc_stream stream, void *payload);
 /* "it exited with status 1; its last stderr lines: ..." for a message. */
 void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *out, size_t size);
+/* The lifeline's word on why it ended the process ("lc-lifeline: no heartbeat ..."), when that
+ * is t's last stderr line: into out, else out is "". */
+void lc__output_lifeline_word(lc_cluster *c, lc__output *t, char *out, size_t size);
 /* The output of the master (index -1) or of worker index on host. */
 lc__output *lc__output_new(lc_cluster *c, int index, const char *host);
 /* Forgets a process's stderr tail (a worker restarted). */

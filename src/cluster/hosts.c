@@ -263,6 +263,29 @@ static int host_back(lc_cluster *c, size_t i) {
   return 0;
 }
 
+/* Host i answers, but the keeper of its working directory ended and its lifeline removed the
+ * directory, the cluster's context in it: the heartbeat was silent past the limit (this program
+ * stopped, or too busy to run) while the connection held. The workers there ended the same way;
+ * before they start again, the directory comes back and the host is staged again. Told once for
+ * as long as that fails. */
+static void workdir_back(lc_cluster *c, size_t i, lc_runtime *rt) {
+  if (lc__runtime_workdir_renew(rt) < 0) {
+    if (!c->hosts[i].renew_noted)
+      lc__cluster_note(c,
+                       "%s: its working directory is gone (its keeper ended) and cannot be made "
+                       "again: %s",
+                       lc_runtime_name(rt), lc_error_last());
+    c->hosts[i].renew_noted = 1;
+    return;
+  }
+  c->hosts[i].renew_noted = 0;
+  lc__cluster_unstage_host(c, rt);
+  lc__cluster_note(c,
+                   "%s: its working directory was removed by its keeper's lifeline (no "
+                   "heartbeat for over the limit) and is made again",
+                   lc_runtime_name(rt));
+}
+
 /* Lost host i answers again: are its old processes gone? Known when the runtime's sweep ended
  * them; else, where the sweep failed (noted once), when their heartbeat limit surely ran out. */
 static int old_ended(lc_cluster *c, size_t i, lc_runtime *rt, uint64_t now) {
@@ -294,6 +317,8 @@ int lc__hosts_tick(lc_cluster *c) {
     int up = lc_runtime_is_connected(rt);
     if (!c->hosts[i].lost && !up)
       host_lost(c, i);
+    else if (!c->hosts[i].lost && lc__runtime_workdir_keeper_ended(rt))
+      workdir_back(c, i, rt);
     else if (c->hosts[i].lost && up && old_ended(c, i, rt, now) && (r = host_back(c, i)) < 0)
       lc__cluster_note(c, "%s answers again but cannot take workers yet: %s", lc_runtime_name(rt),
                        lc_error_last());

@@ -66,6 +66,17 @@ void lc__cluster_how_ended(lc_cluster *c, lc__output *t, lc_process *p, char *ou
   pthread_mutex_unlock(&c->mu);
 }
 
+void lc__output_lifeline_word(lc_cluster *c, lc__output *t, char *out, size_t size) {
+  static const char word[] = "lc-lifeline: ";
+  const char *last;
+  out[0] = '\0';
+  pthread_mutex_lock(&c->mu);
+  last = t->err_next > 0 ? t->err_line[(t->err_next - 1) % LC__TAIL_LINES] : NULL;
+  if (last != NULL && strncmp(last, word, sizeof(word) - 1) == 0)
+    snprintf(out, size, "%s", last + sizeof(word) - 1);
+  pthread_mutex_unlock(&c->mu);
+}
+
 lc__output *lc__output_new(lc_cluster *c, int index, const char *host) {
   lc__output *t = lc__calloc(1, sizeof(*t));
   if (t == NULL)

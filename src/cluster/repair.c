@@ -111,11 +111,19 @@ static void end_text(const lc_exec_result *res, char *out, size_t size) {
     snprintf(out, size, "it was not ready after its restart");
 }
 
-static void record_end(lc__worker *w, const lc_exec_result *res) {
+/* How w ended, worded once for the notes, the CLI and status: with the lifeline's reason when
+ * its watchdog ended it ("it was ended by signal 15 by its lifeline: no heartbeat for over 60 s
+ * ..."), which a bare signal number would hide. */
+static void record_end(lc_cluster *c, lc__worker *w, const lc_exec_result *res) {
+  char word[200];
   w->ended = 1;
   w->last_status = res->signal ? -1 : res->exit_status;
   w->last_signal = res->signal;
   end_text(res, w->last_end, sizeof(w->last_end));
+  if (res->signal && (lc__output_lifeline_word(c, w->out, word, sizeof(word)), word[0] != '\0')) {
+    size_t n = strlen(w->last_end);
+    snprintf(w->last_end + n, sizeof(w->last_end) - n, " by its lifeline: %s", word);
+  }
   w->started_ms = 0;
   w->ready = 0;
 }
@@ -138,7 +146,7 @@ static int report(lc_cluster *c, lc__output *t, lc_process *p, const char *give_
 static int worker_ended(lc_cluster *c, lc__worker *w, const lc_exec_result *res) {
   char give_up[128];
   uint64_t wait = 0;
-  record_end(w, res);
+  record_end(c, w, res);
   w->reported = 1; /* its end is handled: no other look reports it */
   lc__cluster_emit(c, LC_CLUSTER_WORKER_DOWN, w->info.index);
   if (!policy_restarts(c, &w->restart_log, res, &wait, give_up, sizeof(give_up))) {
@@ -165,7 +173,7 @@ static int worker_restart(lc_cluster *c, lc__worker *w) {
     snprintf(why, sizeof(why), "%s", lc_error_last());
     lc__cluster_note(c, "%s: its restart failed: %s", w->out->tag, why);
     w->stopped = 0; /* not stopped by the caller: the restart's end is the policy's */
-    record_end(w, &res);
+    record_end(c, w, &res);
     if (res.exit_status < 0 && res.signal == 0)
       snprintf(w->last_end, sizeof(w->last_end), "its restart failed: %.200s", why);
     w->reported = 1;

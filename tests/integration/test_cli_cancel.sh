@@ -6,11 +6,7 @@
 # here.
 set -u
 . "$(dirname "$0")/../support/check.sh"
-ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
-th=${LC_TESTHOSTS:?LC_TESTHOSTS names the testhosts script}
-dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
-cfg=$dir/ssh_config
-tmp=$(mktemp -d)
+lc_hosts_env
 trap 'rm -rf "$tmp"' EXIT
 lc_private_home
 

@@ -11,11 +11,7 @@
 #   - after every stop: nothing of it left on any host (processes, working directories) or here.
 set -u
 . "$(dirname "$0")/../support/check.sh"
-ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
-dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
-th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
-cfg=$dir/ssh_config
-tmp=$(mktemp -d)
+lc_hosts_env
 label=lcs$$r$RANDOM
 # the hosts see this machine's files except /tmp, /root and /home: the binary runs from /var/tmp
 lc_ctl_copy

@@ -9,6 +9,9 @@
 #   wait_for S CONDITION...  true once CONDITION holds, looked at every 0.2 s for at most S s
 #                            (the limit only ends a broken run; it is never what is measured)
 #   show LABEL FILE          FILE on stderr, each line prefixed with "  LABEL: "
+#   lc_hosts_env             the environment a test of the test hosts runs in (through ctest):
+#                            ctl (LC_CTL), th (LC_TESTHOSTS), dir (LC_TESTHOSTS_DIR), cfg (their
+#                            ssh config) and tmp (a fresh directory of the test's; it removes it)
 #   lc_ctl_copy              copies $ctl to a fresh directory under /var/tmp and points ctl at
 #                            it (the hosts see this machine's files but /tmp, /root and /home,
 #                            and another user must be able to run it); $bindir is that
@@ -52,6 +55,14 @@ wait_for() { # SECONDS CONDITION...
 }
 
 show() { sed "s/^/  $1: /" "$2" >&2; }
+
+lc_hosts_env() {
+  ctl=${LC_CTL:?LC_CTL names the lazyclusterctl binary}
+  th=${LC_TESTHOSTS:?LC_TESTHOSTS names tests/support/testhosts}
+  dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}
+  cfg=$dir/ssh_config
+  tmp=$(mktemp -d)
+}
 
 lc_ctl_copy() {
   bindir=$(mktemp -d /var/tmp/lcctl.XXXXXX) && chmod 755 "$bindir" &&

@@ -131,29 +131,43 @@ static const struct {
  * the script into stdin, and once the mark came on stdout, every `tick` ms the control line
  * `ctl` (NULL: none) for `ticks` times, then `last` (NULL: none), then EOF unless hold is set.
  * Returns the wait status (-1 when it did not end within 30 s, after killing it); stdout after
- * the mark (without a lifeline's pid line) goes to out. Kept on one line each so the tests below
- * read as a table.
+ * the mark (without a lifeline's pid line) goes to out, stderr after its mark to composed_err.
+ * Kept on one line each so the tests below read as a table.
  */
+static char composed_err[1024];
+
+/* Reads what fd has now into buf (at most size - 1 bytes in all, NUL-terminated). */
+static void read_some(int fd, char *buf, size_t size, size_t *n) {
+  ssize_t k;
+  while (*n + 1 < size && (k = read(fd, buf + *n, size - 1 - *n)) > 0)
+    *n += (size_t)k;
+  buf[*n] = '\0';
+}
+
 static int run_composed(const char *path, const char *argv0, const lc__buf *line,
                         const lc__buf *script, const char *ctl, int ticks, const char *last,
                         int hold, char *out, size_t outsz) {
-  int in[2], o[2], status = -1;
-  size_t n = 0, mark = sizeof(LC__COMMAND_MARK) - 1;
+  int in[2], o[2], e[2], status = -1;
+  size_t n = 0, ne = 0, mark = sizeof(LC__COMMAND_MARK) - 1;
   ssize_t k;
   pid_t pid;
 
   out[0] = '\0';
-  if (pipe(in) < 0 || pipe(o) < 0 || (pid = fork()) < 0)
+  composed_err[0] = '\0';
+  if (pipe(in) < 0 || pipe(o) < 0 || pipe(e) < 0 || (pid = fork()) < 0)
     return -1;
   if (pid == 0) {
     dup2(in[0], 0);
     dup2(o[1], 1);
-    close(in[0]), close(in[1]), close(o[0]), close(o[1]);
+    dup2(e[1], 2);
+    close(in[0]), close(in[1]), close(o[0]), close(o[1]), close(e[0]), close(e[1]);
     execl(path, argv0, "-c", line->data, (char *)NULL);
     _exit(127);
   }
   close(in[0]);
   close(o[1]);
+  close(e[1]);
+  fcntl(e[0], F_SETFL, O_NONBLOCK);
   signal(SIGPIPE, SIG_IGN);
   if (write(in[1], script->data, script->len) != (ssize_t)script->len)
     goto wait;
@@ -179,6 +193,7 @@ wait:
   for (int i = 0; i < 3000; i++) {
     while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
       n += (size_t)k;
+    read_some(e[0], composed_err, sizeof(composed_err), &ne);
     if (waitpid(pid, &status, WNOHANG) == pid)
       break;
     status = -1;
@@ -191,6 +206,20 @@ wait:
   while (n + 1 < outsz && (k = read(o[0], out + n, outsz - 1 - n)) > 0)
     n += (size_t)k;
   out[n] = '\0';
+  /* a child of the wrapper may still hold stderr a moment (the watchdog's line): up to 1 s */
+  for (int i = 0; i < 100; i++) {
+    k = read(e[0], composed_err + ne, sizeof(composed_err) - 1 - ne);
+    if (k == 0 || ne + 1 >= sizeof(composed_err))
+      break;
+    if (k > 0)
+      ne += (size_t)k;
+    else
+      sleep_ms(10);
+  }
+  composed_err[ne] = '\0';
+  close(e[0]);
+  if (strncmp(composed_err, LC__COMMAND_MARK, mark) == 0)
+    memmove(composed_err, composed_err + mark, strlen(composed_err + mark) + 1);
   /* a lifeline's first line, the group leader's pid (runtime.c takes it), is not the command's */
   if (strncmp(out, LC__COMMAND_PID, sizeof(LC__COMMAND_PID) - 1) == 0) {
     const char *nl = strchr(out, '\n');
@@ -264,6 +293,7 @@ static void test_lifeline_ends_on_eof(void) {
   st = run_composed("/bin/sh", "sh", &line, &script, NULL, 0, NULL, 0, out, sizeof(out));
   LC_CHECK_STR(out, "");
   LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+  LC_CHECK_STR(composed_err, ""); /* no watchdog here (limit 0), and an EOF says nothing */
   lc__buf_free(&line);
   lc__buf_free(&script);
 }
@@ -302,9 +332,17 @@ static void test_lifeline_heartbeat_in_every_shell(void) {
       st = run_lifeline(i, "sleep 2.5; echo alive; exec sleep 30", 30, 1, out, sizeof(out));
       LC_CHECK_STR(out, "alive\n");
       LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+      LC_CHECK_STR(composed_err, ""); /* a stop says nothing */
       st = run_lifeline(i, "sleep 6; echo alive; exec sleep 30", 0, 0, out, sizeof(out));
       LC_CHECK_STR(out, "");
       LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+      /* the watchdog says why, on the channel's stderr, after what the command wrote there */
+      LC_CHECK_STR(composed_err,
+                   "lc-lifeline: no heartbeat for over 1 s (the program that started this command "
+                   "is gone, stopped or cut off from this host): ending the command\n");
+      st = run_lifeline(i, "echo err-first >&2; exec sleep 30", 0, 0, out, sizeof(out));
+      LC_CHECK(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+      LC_CHECK(strncmp(composed_err, "err-first\nlc-lifeline: no heartbeat for over 1 s", 48) == 0);
     }
     st = run_lifeline(i, "echo started; exec sleep 30", 3, 1, out, sizeof(out));
     LC_CHECK_STR(out, "started\n");
