@@ -34,11 +34,66 @@ struct lc_engine {
   lc__peers_state peers;         /* [engine] after lc_engine_new */
   lc_engine_notice_cb on_notice; /* [made] */
   void *notice_payload;          /* [made] */
+  uv_check_t linger_check;       /* [engine]: the last turn's wait for let-go processes */
+  uv_timer_t linger_timer;
+  int linger_killed;
 };
 
 void lc_engine_options_init(lc_engine_options *opts) {
   lc_engine_options init = LC_ENGINE_OPTIONS_INIT;
   *opts = init;
+}
+
+/*
+ * The loop's last turn. Process handles still active then belong to ProxyCommands that were sent
+ * SIGTERM and let go (runtimes/ssh/ssh.c, proxy_stop: a process handle closed before its exit
+ * would leave a zombie), which close their handle once reaped. Their exit is awaited, at most
+ * LINGER_MS (then SIGKILL to their process groups, and as long again), so that the loop closes
+ * with nothing open and nothing of theirs is left running.
+ */
+#define LINGER_MS 2000
+
+static void linger_count(uv_handle_t *h, void *arg) {
+  if (uv_handle_get_type(h) == UV_PROCESS && !uv_is_closing(h))
+    ++*(int *)arg;
+}
+
+static void linger_kill(uv_handle_t *h, void *arg) {
+  (void)arg;
+  if (uv_handle_get_type(h) == UV_PROCESS && !uv_is_closing(h)) {
+    int pid = uv_process_get_pid((uv_process_t *)h);
+    if (pid > 0 && kill(-pid, SIGKILL) < 0)
+      kill(pid, SIGKILL);
+  }
+}
+
+static int lingering(lc_engine *e) {
+  int n = 0;
+  uv_walk(&e->loop, linger_count, &n);
+  return n;
+}
+
+static void linger_end(lc_engine *e) {
+  uv_close((uv_handle_t *)&e->linger_check, NULL);
+  uv_close((uv_handle_t *)&e->linger_timer, NULL);
+  uv_stop(&e->loop);
+}
+
+static void on_linger_check(uv_check_t *h) {
+  lc_engine *e = h->data;
+  if (lingering(e) == 0)
+    linger_end(e);
+}
+
+static void on_linger_timer(uv_timer_t *t) {
+  lc_engine *e = t->data;
+  if (e->linger_killed) {
+    linger_end(e);
+    return;
+  }
+  e->linger_killed = 1;
+  uv_walk(&e->loop, linger_kill, NULL);
+  uv_timer_start(t, on_linger_timer, LINGER_MS, 0);
 }
 
 static void on_wake(uv_async_t *h) {
@@ -61,8 +116,17 @@ static void on_wake(uv_async_t *h) {
     uv_close((uv_handle_t *)&e->wake, NULL);
     /* Everything tracked is closed by now. A handle still open belongs to an object the caller
      * leaked that the engine does not track (a group, a job queue): stop rather than wait on it
-     * forever. */
-    uv_stop(&e->loop);
+     * forever; only let-go processes are awaited, for a bounded time (LINGER_MS). */
+    if (lingering(e) == 0) {
+      uv_stop(&e->loop);
+      return;
+    }
+    uv_check_init(&e->loop, &e->linger_check);
+    e->linger_check.data = e;
+    uv_check_start(&e->linger_check, on_linger_check);
+    uv_timer_init(&e->loop, &e->linger_timer);
+    e->linger_timer.data = e;
+    uv_timer_start(&e->linger_timer, on_linger_timer, LINGER_MS, 0);
   }
 }
 

@@ -460,7 +460,8 @@ static void proxy_proc_closed(uv_handle_t *h) { free(h); }
 /*
  * Ends the ProxyCommand (SIGTERM, as ssh does) and closes its handles. A process handle closed
  * before its exit is never waited for (a zombie until this program ends), so a running one is
- * let go instead: on_proxy_exit closes it once it was reaped.
+ * let go instead: on_proxy_exit closes it once it was reaped (the engine's last turn waits for
+ * that, and SIGKILLs its group if it takes too long: engine.c, LINGER_MS).
  */
 static void proxy_stop(lc__ssh_conn *c) {
   if (!c->proxy_inited)
