@@ -441,6 +441,10 @@ int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep) {
     const lc__fwd_spec *s = &spec[made];
     if ((r = forward_make(&f[made], s->rt, s->kind, s->port, s->target, s->target_port, NULL)) < 0)
       goto out;
+    f[made]->route = s->route;
+    f[made]->route_arg = s->route_arg;
+    if (s->max_conns > 0)
+      f[made]->max_conns = s->max_conns;
     nb += made == 0 || f[made]->engine != f[made - 1]->engine;
   }
   /* one batch per run of forwards on the same engine (in practice one: a group's) */

@@ -952,44 +952,81 @@ int lc__group_needs_listen(lc_group *g, const size_t *first, size_t i, const lc_
 /*
  * Makes each port[k] of owner[k] (NULL: this machine) reachable as localhost:port here (a local
  * forward) and on every other runtime of g (a remote forward to here), all at once and once per
- * loopback (lc__group_needs_listen). The forwards go into keep.
+ * loopback (lc__group_needs_listen). The forwards go into keep. With a relay log, each host's
+ * listens go through its mesh relay (meshrelay.c: W + 1 requests per host instead of W), recorded
+ * in the log; a host without one gets sshd's listens.
  */
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
-                          lc__fwdlist *keep) {
+                          lc__fwdlist *keep, lc__relaylog *log) {
   lc__fwd_spec *spec = NULL;
-  size_t ns = 0, *first = NULL;
-  int r;
+  size_t ns = 0, *first = NULL, *count = NULL, total = 0;
+  int **per = NULL, *all = NULL;
+  unsigned char *relayed = NULL;
+  int r = 0;
   for (size_t k = 0; k < n; k++)
     if (port[k] < 1 || port[k] > 65535)
       return lc__error_set(-EINVAL, "expose: bad port %d", port[k]);
-  if ((spec = lc__calloc(n * (g->n + 1) + 1, sizeof(*spec))) == NULL ||
-      (first = lc__group_loopback_firsts(g)) == NULL) {
-    free(spec);
-    return lc__error_set(-ENOMEM, "out of memory");
+  if ((first = lc__group_loopback_firsts(g)) == NULL ||
+      (count = lc__calloc(g->n + 1, sizeof(*count))) == NULL ||
+      (per = lc__calloc(g->n + 1, sizeof(*per))) == NULL ||
+      (relayed = lc__calloc(g->n + 1, 1)) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
   }
-  for (size_t k = 0; k < n; k++) {
-    lc__fwd_spec s = {.port = port[k], .target = "127.0.0.1", .target_port = port[k]};
-    if (!lc__runtime_same_loopback(owner[k], NULL)) { /* this machine reaches the owner's port */
-      s.rt = owner[k];
-      s.kind = LC_FORWARD_LOCAL;
-      spec[ns++] = s;
-    }
-    for (size_t i = 0; i < g->n; i++) {
-      if (!lc__group_needs_listen(g, first, i, owner[k]))
-        continue;
-      s.rt = g->rts[i];
-      s.kind = LC_FORWARD_REMOTE;
-      spec[ns++] = s;
-    }
+  /* the ports each host listens on */
+  for (size_t i = 0; i < g->n; i++)
+    for (size_t k = 0; k < n; k++)
+      count[i] += (size_t)lc__group_needs_listen(g, first, i, owner[k]);
+  for (size_t i = 0; i < g->n; i++)
+    total += count[i];
+  if ((all = lc__calloc(total + 1, sizeof(*all))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
   }
+  total = 0;
+  for (size_t i = 0; i < g->n; i++) {
+    per[i] = all + total;
+    for (size_t k = 0; k < n; k++)
+      if (lc__group_needs_listen(g, first, i, owner[k]))
+        all[total++] = port[k];
+  }
+  if (log != NULL && (r = lc__meshrelay_listen_many(g->rts, g->n, per, count, relayed, log)) < 0)
+    goto out;
+  for (size_t i = 0; i < g->n; i++)
+    if (!relayed[i])
+      ns += count[i];
+  if ((spec = lc__calloc(ns + n + 1, sizeof(*spec))) == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  ns = 0;
+  for (size_t k = 0; k < n; k++) /* this machine reaches the owner's port */
+    if (!lc__runtime_same_loopback(owner[k], NULL))
+      spec[ns++] = (lc__fwd_spec){.rt = owner[k],
+                                  .kind = LC_FORWARD_LOCAL,
+                                  .port = port[k],
+                                  .target = "127.0.0.1",
+                                  .target_port = port[k]};
+  for (size_t i = 0; i < g->n; i++) /* the other hosts reach it through this machine */
+    for (size_t k = 0; !relayed[i] && k < count[i]; k++)
+      spec[ns++] = (lc__fwd_spec){.rt = g->rts[i],
+                                  .kind = LC_FORWARD_REMOTE,
+                                  .port = per[i][k],
+                                  .target = "127.0.0.1",
+                                  .target_port = per[i][k]};
   r = lc__forwards_new(spec, ns, keep);
+out:
+  free(all);
+  free(relayed);
+  free(per);
+  free(count);
   free(first);
   free(spec);
   return r;
 }
 
 int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep) {
-  return lc__group_expose_many(g, &owner, &port, 1, keep);
+  return lc__group_expose_many(g, &owner, &port, 1, keep, NULL);
 }
 
 int lc_group_free_port(int *out, lc_group *g, const lc_ports *ranges) {

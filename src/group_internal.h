@@ -14,9 +14,10 @@
 /* Exposes port of owner (NULL: this machine) on this machine and every other runtime of g, so
  * that all meet on localhost:port; the forwards go into keep. Returns 0 or the first error. */
 int lc__group_expose(lc_group *g, lc_runtime *owner, int port, lc__fwdlist *keep);
-/* lc__group_expose of n ports, all at once. */
+/* lc__group_expose of n ports, all at once; with a log (not NULL), the hosts' listens go
+ * through their mesh relays where they can (meshrelay.c), recorded in the log. */
 int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port, size_t n,
-                          lc__fwdlist *keep);
+                          lc__fwdlist *keep, lc__relaylog *log);
 /*
  * Hosts that share a 127.0.0.1 (lc__runtime_same_loopback: an SSH host that is this very machine,
  * two names of one host) need a port once: a second listen there would find it taken. first[i]

@@ -448,6 +448,7 @@ void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_si
 void lc__runtime_discard(lc_runtime *rt) {
   if (rt == NULL)
     return;
+  lc__meshrelay_free(rt);
   lc_process_free(rt->workdir_making);
   free(rt->workdir_making_arg);
   lc_process_free(rt->workdir_keeper);
@@ -460,6 +461,7 @@ void lc__runtime_discard(lc_runtime *rt) {
 void lc_runtime_free(lc_runtime *rt) {
   if (rt == NULL)
     return;
+  lc__meshrelay_free(rt);           /* before the forwards: its carrier is one */
   if (rt->workdir_making != NULL) { /* begun, never awaited: finish it, so that it goes below */
     const char *wd;
     lc_runtime_workdir(&wd, rt);

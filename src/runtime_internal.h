@@ -145,6 +145,10 @@ struct lc_forward {
   /* [engine]: the backend closed its granted remote listen (the host bound more than loopback):
    * its detail says why, the host's refusal needs no explaining */
   int refused_here;
+  /* [made]: a mesh relay's carrier (meshrelay.c): the port a connection is for, from the address
+   * it came from (origin, as sshd reports it); 0 refuses it. NULL: target_port, always. */
+  int (*route)(lc_forward *f, const char *origin);
+  void *route_arg;
 };
 
 /* Capability flags of a backend (lc__backend_ops.caps), for the layers that must know what a
@@ -245,6 +249,8 @@ struct lc_runtime {
   /* [atomic]: LC__LOST_* ; [lock]: lost_why, why the sweep failed */
   int lost_state;
   char lost_why[512];
+  /* [wdmu]: the helper that listens for this host's mesh ports (meshrelay.c), or NULL */
+  struct lc__meshrelay *relay;
 };
 
 /* What is known of the processes of this runtime's lost connections (lost_state). */
@@ -366,12 +372,55 @@ typedef struct lc__fwd_spec {
   int port;
   const char *target;
   int target_port;
+  int (*route)(lc_forward *f, const char *origin); /* NULL, or a mesh relay's carrier's */
+  void *route_arg;
+  int max_conns; /* 0: the default */
 } lc__fwd_spec;
 /* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
  * 0 or the first error, as lc_forward_new would. */
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);
 /* Stops and frees v[0..n) (NULLs skipped), as lc_forward_free does each, in one engine call. */
 void lc__forwards_free(lc_forward **v, size_t n);
+
+/*
+ * meshrelay.c: a host's listens for the tunnel mesh through one helper there (perl) instead of
+ * one sshd -R listen each. Any thread but the engine's; the calls on one runtime come from one
+ * caller at a time (a cluster's).
+ */
+/* The ports relayed on each host, in the order they were added, so that a failed step can drop
+ * what it added (lc__relaylog_drop from a mark, n). */
+typedef struct lc__relayed {
+  lc_runtime *rt;
+  int port;
+} lc__relayed;
+typedef struct lc__relaylog {
+  lc__relayed *v;
+  size_t n, cap;
+} lc__relaylog;
+/*
+ * Listens on each host rts[i] for ports[i][0..count[i]) through its relay (made when it has
+ * none). relayed[i] says, per host, whether its relay took them; a host whose relay cannot be
+ * made or ended (no perl there, its loopback does not take 127.1.0.1, it did not answer in time)
+ * gets 0 and is the caller's to serve with sshd's listens. Returns 0, or -EADDRINUSE naming host
+ * and port when a port is taken on a host (that host's ports of the call are not listened on).
+ * What was listened on goes into log (NULL: not kept).
+ */
+int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *ports,
+                              const size_t *count, unsigned char *relayed, lc__relaylog *log);
+/* Whether rt's relay listens on port. */
+int lc__meshrelay_has(lc_runtime *rt, int port);
+/* The relay of a host that answers ended (its lifeline ended it: the connection was lost, or the
+ * heartbeat was silent past the limit): 1 and the ports it listened on (*ports, the caller's to
+ * free), and the relay is made afresh at the next listen; else 0. */
+int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n);
+/* Stops the relay of rt (lc_runtime_free). */
+void lc__meshrelay_free(lc_runtime *rt);
+/* Drops log's entries from index from on (each relay stops listening on them). */
+void lc__relaylog_drop(lc__relaylog *log, size_t from);
+/* Drops the entries of port (on rt, or on every host when rt is NULL). */
+void lc__relaylog_drop_port(lc__relaylog *log, int port, lc_runtime *rt);
+/* lc__relaylog_drop(log, 0) and frees it. */
+void lc__relaylog_free(lc__relaylog *log);
 
 /* command.c: composing what a host runs. */
 /* What a script prints first on stdout and on stderr: the output before it is the login shell's

@@ -898,14 +898,17 @@ void lc__tunnel_accept_forwarded(lc__ssh_conn *c) {
     struct sockaddr_storage addr;
     uv_tcp_t *tcp = NULL;
     lc__ssh_chan *k = NULL;
-    int local = from_loopback(origin), taken = 0;
+    int local = from_loopback(origin), taken = 0, tport = 0;
     if (!local)
       refused_origin(c, dport, origin, oport);
-    ssh_string_free_char(origin);
-    origin = NULL;
     while (f != NULL && !(f->kind == LC_FORWARD_REMOTE && f->port == dport && f->backend == c))
       f = f->next;
-    if (!local || f == NULL || lc__forward_target_addr(&addr, f->target, f->target_port) < 0 ||
+    /* a mesh relay's carrier: the address it came from says which port (meshrelay.c) */
+    if (local && f != NULL)
+      tport = f->route != NULL ? f->route(f, origin) : f->target_port;
+    ssh_string_free_char(origin);
+    origin = NULL;
+    if (!local || f == NULL || tport == 0 || lc__forward_target_addr(&addr, f->target, tport) < 0 ||
         (tcp = lc__malloc(sizeof(*tcp))) == NULL || !(taken = lc__forward_conn_take(f)) ||
         (k = relay_new(c, NULL)) == NULL) {
       if (taken) /* past the cap, the channel closes at once: sshd closes the host's client */

@@ -262,6 +262,7 @@ void lc_cluster_free(lc_cluster *c) {
   lc__process_free_awaited(c->master_proc);
   lc__output_free(c->master_out);
   lc__restart_log_free(&c->master_restart_log);
+  lc__relaylog_free(&c->relayed);
   lc__fwdlist_free(&c->fwds);
   lc__cluster_release_ports(c, 0);
   lc__hosts_free(c);

@@ -113,7 +113,8 @@ struct lc_cluster {
   lc__output *master_out;
   int master_reported; /* the master's end was reported by lc_cluster_wait */
   int master_port;
-  lc__fwdlist fwds; /* every tunnel of the cluster */
+  lc__fwdlist fwds;     /* every tunnel of the cluster */
+  lc__relaylog relayed; /* the hosts' listens through their mesh relays (meshrelay.c) */
   lc__worker *workers;
   size_t nworkers, capworkers;
   int *ports; /* reserved by this cluster */
@@ -158,7 +159,7 @@ typedef struct lc__hostscan {
 
 /* One start of workers: what undoing it needs. */
 typedef struct lc__wstart {
-  size_t first, mark, fwd_mark;
+  size_t first, mark, fwd_mark, relay_mark;
   int n;
   int prepared;
   int staged;         /* staging ran: undoing removes the workers' directories */

@@ -286,6 +286,45 @@ static void workdir_back(lc_cluster *c, size_t i, lc_runtime *rt) {
                    lc_runtime_name(rt));
 }
 
+/* Host rt answers, but its mesh relay ended (its lifeline: the connection was lost, or the
+ * heartbeat was silent past the limit while it held): the ports it listened on are listened on
+ * again, through a new relay or with sshd's listens. */
+static void relay_back(lc_cluster *c, lc_runtime *rt) {
+  int *ports = NULL, r = 0;
+  size_t n = 0;
+  unsigned char relayed = 0;
+  lc__fwd_spec *spec = NULL;
+  if (!lc__meshrelay_ended(rt, &ports, &n) || n == 0) {
+    free(ports);
+    return;
+  }
+  if ((r = lc__meshrelay_listen_many(&rt, 1, &ports, &n, &relayed, NULL)) == 0 && !relayed) {
+    if ((spec = lc__calloc(n, sizeof(*spec))) == NULL) {
+      r = lc__error_set(-ENOMEM, "out of memory");
+    } else {
+      for (size_t k = 0; k < n; k++)
+        spec[k] = (lc__fwd_spec){.rt = rt,
+                                 .kind = LC_FORWARD_REMOTE,
+                                 .port = ports[k],
+                                 .target = "127.0.0.1",
+                                 .target_port = ports[k]};
+      r = lc__forwards_new(spec, n, &c->fwds);
+    }
+  }
+  if (r < 0)
+    lc__cluster_note(c,
+                     "%s: its mesh relay ended, and the %zu ports it listened on cannot all be "
+                     "listened on again: %s",
+                     lc_runtime_name(rt), n, lc_error_last());
+  else
+    lc__cluster_note(c,
+                     "%s: its mesh relay ended (its lifeline); its %zu ports are listened on "
+                     "again (%s)",
+                     lc_runtime_name(rt), n, relayed ? "a new relay" : "sshd");
+  free(spec);
+  free(ports);
+}
+
 /* Lost host i answers again: are its old processes gone? Known when the runtime's sweep ended
  * them; else, where the sweep failed (noted once), when their heartbeat limit surely ran out. */
 static int old_ended(lc_cluster *c, size_t i, lc_runtime *rt, uint64_t now) {
@@ -322,6 +361,8 @@ int lc__hosts_tick(lc_cluster *c) {
     else if (c->hosts[i].lost && up && old_ended(c, i, rt, now) && (r = host_back(c, i)) < 0)
       lc__cluster_note(c, "%s answers again but cannot take workers yet: %s", lc_runtime_name(rt),
                        lc_error_last());
+    if (up && !c->hosts[i].lost)
+      relay_back(c, rt);
   }
   /* waiting workers whose host answers (and is not lost) start there again */
   for (size_t k = 0; k < c->nworkers; k++) {

@@ -165,6 +165,7 @@ void lc__cluster_drop_port_forwards(lc_cluster *c, int port, lc_runtime *rt) {
       c->fwds.v[k++] = c->fwds.v[i];
   }
   c->fwds.n = k;
+  lc__relaylog_drop_port(&c->relayed, port, rt);
 }
 
 void lc__cluster_release_port(lc_cluster *c, int port) {
@@ -184,7 +185,7 @@ int lc__cluster_has_forward(const lc_cluster *c, lc_runtime *rt, int port) {
   for (size_t i = 0; i < c->fwds.n; i++)
     if (forward_of(c->fwds.v[i], port, rt))
       return 1;
-  return 0;
+  return rt != NULL && lc__meshrelay_has(rt, port);
 }
 
 int lc__cluster_pick_port_connected(lc_cluster *c, int *out) {
@@ -203,15 +204,23 @@ int lc__cluster_pick_port_connected(lc_cluster *c, int *out) {
 }
 
 int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
-  size_t ng = lc_group_count(c->group), ns = 0, *first;
+  size_t ng = lc_group_count(c->group), ns = 0, nh = 0, *first, *one;
   lc__fwd_spec *spec;
-  int port = w->info.port, r;
+  lc_runtime **hosts;
+  int port = w->info.port, r = 0, **ports;
+  unsigned char *relayed;
   if (c->w->portless || c->w->mesh == 0)
     return 0;
-  if ((spec = lc__calloc(ng + 2, sizeof(*spec))) == NULL ||
-      (first = lc__group_loopback_firsts(c->group)) == NULL) {
-    free(spec);
-    return lc__error_set(-ENOMEM, "out of memory");
+  spec = lc__calloc(ng + 2, sizeof(*spec));
+  hosts = lc__calloc(ng + 1, sizeof(*hosts));
+  ports = lc__calloc(ng + 1, sizeof(*ports));
+  one = lc__calloc(ng + 1, sizeof(*one));
+  relayed = lc__calloc(ng + 1, 1);
+  first = lc__group_loopback_firsts(c->group);
+  if (spec == NULL || hosts == NULL || ports == NULL || one == NULL || relayed == NULL ||
+      first == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
   }
   /* this machine reaches the worker's port on its host */
   if (!lc__runtime_same_loopback(w->rt, NULL) && !lc__cluster_has_forward(c, w->rt, port))
@@ -220,19 +229,31 @@ int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
                                 .port = port,
                                 .target = "127.0.0.1",
                                 .target_port = port};
-  /* every other host reaches it through this machine */
+  /* every other host reaches it through this machine: through its mesh relay where it can */
   for (size_t i = 0; c->w->mesh == LC_WORKER_MESH && i < ng; i++) {
     lc_runtime *rt = lc_group_at(c->group, i);
     if (!lc__group_needs_listen(c->group, first, i, w->rt) || !lc_runtime_is_connected(rt) ||
         lc__cluster_has_forward(c, rt, port))
       continue;
-    spec[ns++] = (lc__fwd_spec){.rt = rt,
-                                .kind = LC_FORWARD_REMOTE,
-                                .port = port,
-                                .target = "127.0.0.1",
-                                .target_port = port};
+    hosts[nh] = rt;
+    ports[nh] = &port;
+    one[nh++] = 1;
   }
+  if (nh > 0 && (r = lc__meshrelay_listen_many(hosts, nh, ports, one, relayed, &c->relayed)) < 0)
+    goto out;
+  for (size_t i = 0; i < nh; i++)
+    if (!relayed[i])
+      spec[ns++] = (lc__fwd_spec){.rt = hosts[i],
+                                  .kind = LC_FORWARD_REMOTE,
+                                  .port = port,
+                                  .target = "127.0.0.1",
+                                  .target_port = port};
   r = lc__forwards_new(spec, ns, &c->fwds);
+out:
+  free(relayed);
+  free(one);
+  free(ports);
+  free(hosts);
   free(first);
   free(spec);
   return r;

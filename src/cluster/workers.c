@@ -49,6 +49,7 @@ int lc__workers_prepare(lc_cluster *c, int n, const lc__hostscan *sc, lc__wstart
   st->first = c->nworkers;
   st->mark = c->nports;
   st->fwd_mark = c->fwds.n;
+  st->relay_mark = c->relayed.n;
   st->n = n;
   st->prepared = 1;
   if (c->nworkers + (size_t)n > c->capworkers) {
@@ -131,6 +132,7 @@ void lc__workers_undo(lc_cluster *c, lc__wstart *st) {
     lc__worker_clear(&c->workers[i]);
   c->nworkers = st->first;
   lc__cluster_drop_forwards(c, st->fwd_mark);
+  lc__relaylog_drop(&c->relayed, st->relay_mark);
   lc__cluster_release_ports(c, st->mark);
   st->prepared = 0;
   lc__cluster_note(c, "start of %d workers failed: %s", st->n, saved);
@@ -153,7 +155,8 @@ static int workers_ready(lc_cluster *c, const lc__wstart *st) {
     }
     r = owner == NULL || port == NULL
             ? lc__error_set(-ENOMEM, "out of memory")
-            : lc__group_expose_many(c->group, owner, port, c->nworkers - first, &c->fwds);
+            : lc__group_expose_many(c->group, owner, port, c->nworkers - first, &c->fwds,
+                                    &c->relayed);
     free(owner);
     free(port);
     if (r < 0)
@@ -230,6 +233,7 @@ static int workers_port_taken(lc_cluster *c, const lc__wstart *st, int r) {
  * start are stopped and started again on other ports (up to 5 times). */
 int lc__workers_finish(lc_cluster *c, const lc__wstart *st) {
   size_t fwd_mark = c->fwds.n; /* the master's tunnels may come after st's mark: they stay */
+  size_t relay_mark = c->relayed.n;
   int r = workers_ready(c, st);
   for (int attempt = 1; r < 0 && attempt < 5; attempt++) {
     char why[LC_ERRMSG_MAX];
@@ -241,6 +245,7 @@ int lc__workers_finish(lc_cluster *c, const lc__wstart *st) {
     lc__cluster_note(c, "a worker's port was taken after all (%s): trying other ports", why);
     lc__workers_unspawn(c, st);
     lc__cluster_drop_forwards(c, fwd_mark);
+    lc__relaylog_drop(&c->relayed, relay_mark);
     if ((r = workers_ports(c, st, NULL)) < 0) {
       /* none left: the error still says why the first ones would not do (a squatted port) */
       char now[LC_ERRMSG_MAX];
