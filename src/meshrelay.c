@@ -363,6 +363,17 @@ static int relay_send(lc__meshrelay *m, char op, const int *ports, size_t n, uns
   return r;
 }
 
+int lc__meshrelay_carrier_port(lc_runtime *rt) {
+  lc__meshrelay *m = rt->relay;
+  int port;
+  if (m == NULL)
+    return 0;
+  lc__engine_lock(m->engine);
+  port = m->state == R_UP ? m->carrier_port : 0;
+  lc__engine_unlock(m->engine);
+  return port;
+}
+
 int lc__meshrelay_has(lc_runtime *rt, int port) {
   lc__meshrelay *m = rt->relay;
   int has;

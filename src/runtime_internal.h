@@ -407,6 +407,8 @@ typedef struct lc__relaylog {
  */
 int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *ports,
                               const size_t *count, unsigned char *relayed, lc__relaylog *log);
+/* The port of rt's relay's carrier on the host (its one -R listen), 0 when it has none up. */
+int lc__meshrelay_carrier_port(lc_runtime *rt);
 /* Whether rt's relay listens on port. */
 int lc__meshrelay_has(lc_runtime *rt, int port);
 /* The relay of a host that answers ended (its lifeline ended it: the connection was lost, or the
