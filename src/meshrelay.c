@@ -309,7 +309,6 @@ static void relay_fail(lc__meshrelay *m, const char *why) {
   m->state = R_FAILED;
   if (why != NULL)
     snprintf(m->why, sizeof(m->why), "%s", why);
-  m->n = 0;
   lc__engine_unlock(m->engine);
 }
 
@@ -327,8 +326,10 @@ static lc__meshrelay *relay_begin(lc_runtime *rt) {
   pthread_mutex_unlock(&rt->workdir_mu);
   if (m == NULL)
     return NULL;
-  if (m->helper != NULL || (m->state == R_FAILED && m->why[0] != '\0'))
-    return m->state == R_FAILED ? NULL : m;
+  if (m->helper != NULL) /* one that ended is the hosts tick's (lc__meshrelay_ended) */
+    return m->state == R_UP && !helper_ended(m) ? m : NULL;
+  if (m->state == R_FAILED && (m->why[0] != '\0' || m->n > 0))
+    return NULL; /* failed here before, or its ports wait for lc__meshrelay_ended */
   eo.label = "mesh-relay";
   eo.input = 1;
   eo.on_line = on_helper_line;
@@ -380,7 +381,7 @@ int lc__meshrelay_has(lc_runtime *rt, int port) {
   if (m == NULL)
     return 0;
   lc__engine_lock(m->engine);
-  has = m->state == R_UP && set_has(m, port);
+  has = set_has(m, port);
   lc__engine_unlock(m->engine);
   return has;
 }
@@ -414,6 +415,14 @@ static int relay_take(lc__meshrelay *m, const int *ports, size_t n, int **fresh,
       set_del(m, (*fresh)[k]);
   lc__engine_unlock(m->engine);
   return r < 0 ? lc__error_set(-ENOMEM, "out of memory") : 0;
+}
+
+/* Takes a call's new ports out of the set again (the helper did not take them). */
+static void relay_untake(lc__meshrelay *m, const int *fresh, size_t nf) {
+  lc__engine_lock(m->engine);
+  for (size_t k = 0; k < nf; k++)
+    set_del(m, fresh[k]);
+  lc__engine_unlock(m->engine);
 }
 
 int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *ports,
@@ -482,6 +491,7 @@ int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *por
     if ((r = relay_take(m[i], ports[i], count[i], &fresh[i], &nfresh[i])) < 0)
       goto out;
     if (nfresh[i] > 0 && relay_send(m[i], '+', fresh[i], nfresh[i], &last[i]) < 0) {
+      relay_untake(m[i], fresh[i], nfresh[i]);
       relay_fail(m[i], lc_error_last());
       m[i] = NULL;
     }
@@ -503,14 +513,12 @@ int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *por
     }
     lc__engine_unlock(m[i]->engine);
     if (!ok) {
+      relay_untake(m[i], fresh[i], nfresh[i]);
       relay_fail(m[i], "it did not answer in time");
       continue;
     }
     if (refused) { /* and the call's other lines go too: the host has none of them */
-      lc__engine_lock(m[i]->engine);
-      for (size_t k = 0; k < nfresh[i]; k++)
-        set_del(m[i], fresh[i][k]);
-      lc__engine_unlock(m[i]->engine);
+      relay_untake(m[i], fresh[i], nfresh[i]);
       relay_send(m[i], '-', fresh[i], nfresh[i], NULL);
       if (code == 0) {
         code = refused;
@@ -542,7 +550,7 @@ int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n) {
   lc__meshrelay *m = rt->relay;
   *ports = NULL;
   *n = 0;
-  if (m == NULL || m->helper == NULL || !helper_ended(m))
+  if (m == NULL || !((m->helper != NULL && helper_ended(m)) || (m->state == R_FAILED && m->n > 0)))
     return 0;
   relay_stop(m);
   lc__engine_lock(m->engine);
@@ -554,6 +562,11 @@ int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n) {
   m->why[0] = '\0'; /* made afresh at the next listen */
   lc__engine_unlock(m->engine);
   return 1;
+}
+
+void lc__meshrelay_end_begin(lc_runtime *rt) {
+  if (rt->relay != NULL)
+    lc__process_end_begin(rt->relay->helper);
 }
 
 void lc__meshrelay_free(lc_runtime *rt) {

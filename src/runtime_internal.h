@@ -409,12 +409,15 @@ int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *por
                               const size_t *count, unsigned char *relayed, lc__relaylog *log);
 /* The port of rt's relay's carrier on the host (its one -R listen), 0 when it has none up. */
 int lc__meshrelay_carrier_port(lc_runtime *rt);
-/* Whether rt's relay listens on port. */
+/* Whether port is rt's relay's (listened on, or waiting for lc__meshrelay_ended's caller). */
 int lc__meshrelay_has(lc_runtime *rt, int port);
-/* The relay of a host that answers ended (its lifeline ended it: the connection was lost, or the
- * heartbeat was silent past the limit): 1 and the ports it listened on (*ports, the caller's to
- * free), and the relay is made afresh at the next listen; else 0. */
+/* The relay of rt ended (its lifeline ended it: the connection was lost, the heartbeat was
+ * silent past the limit, it was killed) or failed with ports that it listened on: 1 and those
+ * ports (*ports, the caller's to free, and to listen on again), and the relay is made afresh at
+ * the next listen; else 0. */
 int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n);
+/* Tells rt's relay to end, without waiting (a group's free: every host's at once). */
+void lc__meshrelay_end_begin(lc_runtime *rt);
 /* Stops the relay of rt (lc_runtime_free). */
 void lc__meshrelay_free(lc_runtime *rt);
 /* Drops log's entries from index from on (each relay stops listening on them). */
