@@ -249,6 +249,9 @@ struct lc_runtime {
   /* [atomic]: LC__LOST_* ; [lock]: lost_why, why the sweep failed */
   int lost_state;
   char lost_why[512];
+  /* [atomic]: its index in the group a cluster last found it in (lc__cluster_host_index): a
+   * hint, checked before it is used */
+  size_t group_hint;
   /* [wdmu]: the helper that listens for this host's mesh ports (meshrelay.c), or NULL */
   struct lc__meshrelay *relay;
 };

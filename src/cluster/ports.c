@@ -100,10 +100,17 @@ int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port) {
   return (sc->per[i].listening[port / 8] >> (port % 8)) & 1;
 }
 
+/* Called for every worker in loops over the hosts (readiness, context, placement): the
+ * runtime's hint first, so that such a loop is not W x H x H steps. */
 size_t lc__cluster_host_index(lc_cluster *c, lc_runtime *rt) {
+  size_t hint = rt != NULL ? __atomic_load_n(&rt->group_hint, __ATOMIC_RELAXED) : 0;
+  if (rt != NULL && lc_group_at(c->group, hint) == rt)
+    return hint;
   for (size_t i = 0; i < lc_group_count(c->group); i++)
-    if (lc_group_at(c->group, i) == rt)
+    if (lc_group_at(c->group, i) == rt) {
+      __atomic_store_n(&rt->group_hint, i, __ATOMIC_RELAXED);
       return i;
+    }
   return (size_t)-1;
 }
 
