@@ -12,6 +12,7 @@
 #include <string.h>
 
 #define LISTING_TIMEOUT_MS 30000
+#define LISTING_FILTER_MAX 1024 /* watched ports a filter of ss names at most */
 
 /* ---- hosts -------------------------------------------------------------------------------- */
 
@@ -23,6 +24,7 @@ typedef struct listing {
   int rc;
   char msg[LC_ERRMSG_MAX];
   uint8_t *watch; /* owned, with scan.found: a listing that tells whose the watched ports are */
+  char *cmd;      /* owned: the command of a watching listing (listing_command) */
 } listing;
 
 /* Watches ports[0..n) in l: their listeners go into l->scan.found with their owners. Distinct
@@ -56,6 +58,8 @@ static int listing_watch(listing *l, const int *ports, size_t n) {
 }
 
 static void listing_unwatch(listing *l) {
+  free(l->cmd);
+  l->cmd = NULL;
   free(l->watch);
   free(l->scan.found);
   lc__portscan_unindex(&l->scan);
@@ -66,20 +70,50 @@ static void listing_unwatch(listing *l) {
   l->scan.nfound = l->scan.found_cap = l->scan.found_max = 0;
 }
 
+/*
+ * A watching listing's command: ss asked for the watched ports alone ("( sport = :P or ... )"),
+ * so that a host with a mesh relay's W listens sends a few lines, not W (150 B each: 150 KB per
+ * listing of each host at 1,024 workers, received, decrypted and parsed for every look of the
+ * readiness wait and every check of a listen). The /proc fallback (no ss, or an ss without
+ * filters) reads everything, as before. NULL when out of memory or the ports are too many.
+ */
+static const char *watch_command(listing *l, int who) {
+  lc__buf b = {0};
+  int r = lc__buf_puts(&b, who ? LC__LISTING_WHO "; ss -tne state listening '( "
+                               : "ss -tne state listening '( ");
+  size_t n = 0;
+  for (int p = l->scan.watch_lo; r == 0 && p <= l->scan.watch_hi; p++)
+    if (lc__ports_bit_get(l->watch, p - l->scan.watch_lo))
+      r = lc__buf_printf(&b, "%ssport = :%d", n++ > 0 ? " or " : "", p);
+  if (r == 0 && n > 0 && n <= LISTING_FILTER_MAX &&
+      lc__buf_puts(&b, " )' 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null") == 0) {
+    free(l->cmd);
+    l->cmd = b.data;
+    return l->cmd;
+  }
+  lc__buf_free(&b);
+  return NULL;
+}
+
 /* The command of l: saying who reads it ("lc-uid") while its host's loopback is not known (the
  * first listing of a host), or while a watching listing does not know the host's uid yet. */
 static const char *listing_command(listing *l) {
   long known = __atomic_load_n(&l->rt->listing_uid, __ATOMIC_RELAXED);
+  const char *watching;
+  int who = 0;
   if (lc__runtime_loopback(l->rt) == LC__LOOPBACK_UNKNOWN)
-    return LC__LISTING_COMMAND_UID;
-  if (l->watch == NULL)
+    who = 1;
+  else if (l->watch == NULL)
     return LC__LISTING_COMMAND;
-  if (known > 0) {
+  else if (known > 0) {
     l->scan.has_uid = 1;
     l->scan.uid = (unsigned long)(known - 1);
-    return LC__LISTING_COMMAND;
+  } else {
+    who = 1;
   }
-  return LC__LISTING_COMMAND_UID;
+  if (l->watch != NULL && (watching = watch_command(l, who)) != NULL)
+    return watching;
+  return who ? LC__LISTING_COMMAND_UID : LC__LISTING_COMMAND;
 }
 
 /* After l's output: keeps the uid and the loopback it told for its host's next listings. */
