@@ -144,8 +144,8 @@ void lc_group_free(lc_group *g) {
   if (g == NULL)
     return;
   lc__fwdlist_free(&g->fwds);
-  for (size_t i = 0; i < g->n; i++) /* every host's mesh relay ends at once, not one by one */
-    lc__meshrelay_end_begin(g->rts[i]);
+  for (size_t i = 0; i < g->n; i++) /* every host's teardown at once, not one by one */
+    lc__runtime_free_begin(g->rts[i]);
   for (size_t i = 0; i < g->n; i++)
     lc_runtime_free(g->rts[i]);
   free(g->rts);

@@ -458,22 +458,44 @@ void lc__runtime_discard(lc_runtime *rt) {
   runtime_release(rt);
 }
 
-void lc_runtime_free(lc_runtime *rt) {
-  if (rt == NULL)
+/* How long a free waits for the removal of the working directory. */
+#define FREE_RM_MS 10000
+
+void lc__runtime_free_begin(lc_runtime *rt) {
+  lc__buf cmd = {0};
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  if (rt == NULL || rt->free_begun)
     return;
-  lc__meshrelay_free(rt);           /* before the forwards: its carrier is one */
+  rt->free_begun = 1;
   if (rt->workdir_making != NULL) { /* begun, never awaited: finish it, so that it goes below */
     const char *wd;
     lc_runtime_workdir(&wd, rt);
   }
-  if (rt->workdir != NULL && !rt->opts.keep_workdir && lc_runtime_is_connected(rt)) {
-    lc__buf cmd = {0};
-    lc_exec_options eo = {.version = LC_EXEC_OPTIONS_VERSION, .timeout_ms = 10000};
-    lc_exec_result res;
-    if (lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0)
-      lc_runtime_exec(&res, rt, cmd.data, &eo);
-    lc__buf_free(&cmd);
-  }
+  eo.label = "workdir-remove";
+  if (rt->workdir != NULL && !rt->opts.keep_workdir && lc_runtime_is_connected(rt) &&
+      lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0 &&
+      lc__runtime_spawn_setup(&rt->free_rm, rt, cmd.data, &eo, NULL) == 0)
+    rt->free_rm_deadline = lc__now_ms() + FREE_RM_MS;
+  lc__buf_free(&cmd);
+  lc__process_end_begin(rt->workdir_keeper); /* it removes the directory too, as it ends */
+  lc__meshrelay_end_begin(rt);
+}
+
+void lc_runtime_free(lc_runtime *rt) {
+  uint64_t now;
+  if (rt == NULL)
+    return;
+  lc__runtime_free_begin(rt);
+  lc__meshrelay_free(rt); /* before the forwards: its carrier is one */
+  now = lc__now_ms();
+  if (rt->free_rm != NULL &&
+      lc_process_wait(NULL, rt->free_rm,
+                      rt->free_rm_deadline > now ? (int)(rt->free_rm_deadline - now) : 0) ==
+          -ETIMEDOUT)
+    lc__process_free_awaited(rt->free_rm); /* past its time: ended through its lifeline */
+  else
+    lc_process_free(rt->free_rm);
+  rt->free_rm = NULL;
   lc__process_free_awaited(rt->workdir_keeper); /* it removes the directory; gone when it ends */
   free(rt->workdir_keeper_arg);
   runtime_close(rt);

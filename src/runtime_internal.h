@@ -252,6 +252,11 @@ struct lc_runtime {
   /* [atomic]: its index in the group a cluster last found it in (lc__cluster_host_index): a
    * hint, checked before it is used */
   size_t group_hint;
+  /* [owner]: lc__runtime_free_begin ran; the removal of the working directory it started,
+   * awaited until free_rm_deadline (lc__now_ms) by lc_runtime_free */
+  int free_begun;
+  lc_process *free_rm;
+  uint64_t free_rm_deadline;
   /* [wdmu]: the helper that listens for this host's mesh ports (meshrelay.c), or NULL */
   struct lc__meshrelay *relay;
 };
@@ -419,7 +424,12 @@ int lc__meshrelay_has(lc_runtime *rt, int port);
  * ports (*ports, the caller's to free, and to listen on again), and the relay is made afresh at
  * the next listen; else 0. */
 int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n);
-/* Tells rt's relay to end, without waiting (a group's free: every host's at once). */
+/* The first half of lc_runtime_free, which does it when it was not done: starts removing the
+ * working directory and tells its keeper and the mesh relay to end, without waiting, so that a
+ * group's free ends every host's at once (one by one, each waited for its host: 112 s for 256
+ * hosts here). Any thread but the engine's. */
+void lc__runtime_free_begin(lc_runtime *rt);
+/* Tells rt's relay to end, without waiting. */
 void lc__meshrelay_end_begin(lc_runtime *rt);
 /* Stops the relay of rt (lc_runtime_free). */
 void lc__meshrelay_free(lc_runtime *rt);
