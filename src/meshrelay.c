@@ -317,6 +317,7 @@ static void relay_fail(lc__meshrelay *m, const char *why) {
 static lc__meshrelay *relay_begin(lc_runtime *rt) {
   lc__meshrelay *m;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  int up, failed;
   pthread_mutex_lock(&rt->workdir_mu);
   if ((m = rt->relay) == NULL && (m = rt->relay = lc__calloc(1, sizeof(*m))) != NULL) {
     m->rt = rt;
@@ -326,9 +327,13 @@ static lc__meshrelay *relay_begin(lc_runtime *rt) {
   pthread_mutex_unlock(&rt->workdir_mu);
   if (m == NULL)
     return NULL;
+  lc__engine_lock(m->engine); /* the helper's lines change these on the engine thread */
+  up = m->state == R_UP;
+  failed = m->state == R_FAILED && (m->why[0] != '\0' || m->n > 0);
+  lc__engine_unlock(m->engine);
   if (m->helper != NULL) /* one that ended is the hosts tick's (lc__meshrelay_ended) */
-    return m->state == R_UP && !helper_ended(m) ? m : NULL;
-  if (m->state == R_FAILED && (m->why[0] != '\0' || m->n > 0))
+    return up && !helper_ended(m) ? m : NULL;
+  if (failed)
     return NULL; /* failed here before, or its ports wait for lc__meshrelay_ended */
   eo.label = "mesh-relay";
   eo.input = 1;
@@ -448,14 +453,15 @@ int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *por
         !lc__runtime_on_this_machine(rts[i]))
       m[i] = relay_begin(rts[i]);
   for (size_t i = 0; i < nh; i++) {
-    int told;
+    int told, said;
     if (m[i] == NULL || m[i]->carrier != NULL)
       continue;
     lc__engine_lock(m[i]->engine);
     told = relay_wait(m[i], port_told, 0, deadline) && m[i]->state == R_PORT;
+    said = m[i]->why[0] != '\0';
     lc__engine_unlock(m[i]->engine);
     if (!told) {
-      relay_fail(m[i], m[i]->why[0] ? NULL : "it did not say its port in time");
+      relay_fail(m[i], said ? NULL : "it did not say its port in time");
       m[i] = NULL;
       continue;
     }
@@ -548,9 +554,15 @@ out:
 
 int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n) {
   lc__meshrelay *m = rt->relay;
+  int failed;
   *ports = NULL;
   *n = 0;
-  if (m == NULL || !((m->helper != NULL && helper_ended(m)) || (m->state == R_FAILED && m->n > 0)))
+  if (m == NULL)
+    return 0;
+  lc__engine_lock(m->engine);
+  failed = m->state == R_FAILED && m->n > 0;
+  lc__engine_unlock(m->engine);
+  if (!((m->helper != NULL && helper_ended(m)) || failed))
     return 0;
   relay_stop(m);
   lc__engine_lock(m->engine);
