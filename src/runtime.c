@@ -1538,11 +1538,15 @@ int lc__runtime_keeps_connected(const lc_runtime *rt) {
   return __atomic_load_n(&rt->keep_connected, __ATOMIC_ACQUIRE);
 }
 
+/* Whether rt's working directory has a keeper that still runs (under workdir_mu). */
+static int keeper_running(lc_runtime *rt) {
+  return rt->workdir_keeper != NULL && lc_process_wait(NULL, rt->workdir_keeper, 0) == -ETIMEDOUT;
+}
+
 int lc__runtime_workdir_keeper_ended(lc_runtime *rt) {
   int ended;
   pthread_mutex_lock(&rt->workdir_mu);
-  ended = rt->workdir != NULL && rt->workdir_keeper != NULL &&
-          lc_process_wait(NULL, rt->workdir_keeper, 0) != -ETIMEDOUT;
+  ended = rt->workdir != NULL && rt->workdir_keeper != NULL && !keeper_running(rt);
   pthread_mutex_unlock(&rt->workdir_mu);
   return ended;
 }
@@ -1561,8 +1565,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
   int r = 0;
 
   pthread_mutex_lock(&rt->workdir_mu);
-  if (rt->workdir == NULL ||
-      (rt->workdir_keeper != NULL && lc_process_wait(NULL, rt->workdir_keeper, 0) == -ETIMEDOUT))
+  if (rt->workdir == NULL || keeper_running(rt))
     goto out; /* never made, or its keeper still holds it */
   if ((w = lc__calloc(1, sizeof(*w))) == NULL || lc__buf_puts(&cmd, "umask 077\nd=") < 0 ||
       lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
