@@ -1004,18 +1004,10 @@ int lc__group_expose_many(lc_group *g, lc_runtime *const *owner, const int *port
   ns = 0;
   for (size_t k = 0; k < n; k++) /* this machine reaches the owner's port */
     if (!lc__runtime_same_loopback(owner[k], NULL))
-      spec[ns++] = (lc__fwd_spec){.rt = owner[k],
-                                  .kind = LC_FORWARD_LOCAL,
-                                  .port = port[k],
-                                  .target = "127.0.0.1",
-                                  .target_port = port[k]};
+      spec[ns++] = lc__fwd_spec_same_port(owner[k], LC_FORWARD_LOCAL, port[k]);
   for (size_t i = 0; i < g->n; i++) /* the other hosts reach it through this machine */
     for (size_t k = 0; !relayed[i] && k < count[i]; k++)
-      spec[ns++] = (lc__fwd_spec){.rt = g->rts[i],
-                                  .kind = LC_FORWARD_REMOTE,
-                                  .port = per[i][k],
-                                  .target = "127.0.0.1",
-                                  .target_port = per[i][k]};
+      spec[ns++] = lc__fwd_spec_same_port(g->rts[i], LC_FORWARD_REMOTE, per[i][k]);
   r = lc__forwards_new(spec, ns, keep);
 out:
   free(all);

@@ -384,6 +384,12 @@ typedef struct lc__fwd_spec {
   void *route_arg;
   int max_conns; /* 0: the default */
 } lc__fwd_spec;
+/* A forward of port on rt to the same port on 127.0.0.1 at the other end: what the tunnels of
+ * the mesh and of a cluster's workers all are. */
+static inline lc__fwd_spec lc__fwd_spec_same_port(lc_runtime *rt, lc_forward_kind kind, int port) {
+  return (lc__fwd_spec){
+      .rt = rt, .kind = kind, .port = port, .target = "127.0.0.1", .target_port = port};
+}
 /* Makes n forwards at once (all started, then all awaited); each one up goes into keep. Returns
  * 0 or the first error, as lc_forward_new would. */
 int lc__forwards_new(const lc__fwd_spec *spec, size_t n, lc__fwdlist *keep);

@@ -303,11 +303,7 @@ static void relay_back(lc_cluster *c, lc_runtime *rt) {
       r = lc__error_set(-ENOMEM, "out of memory");
     } else {
       for (size_t k = 0; k < n; k++)
-        spec[k] = (lc__fwd_spec){.rt = rt,
-                                 .kind = LC_FORWARD_REMOTE,
-                                 .port = ports[k],
-                                 .target = "127.0.0.1",
-                                 .target_port = ports[k]};
+        spec[k] = lc__fwd_spec_same_port(rt, LC_FORWARD_REMOTE, ports[k]);
       r = lc__forwards_new(spec, n, &c->fwds);
     }
   }

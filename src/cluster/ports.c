@@ -231,11 +231,7 @@ int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
   }
   /* this machine reaches the worker's port on its host */
   if (!lc__runtime_same_loopback(w->rt, NULL) && !lc__cluster_has_forward(c, w->rt, port))
-    spec[ns++] = (lc__fwd_spec){.rt = w->rt,
-                                .kind = LC_FORWARD_LOCAL,
-                                .port = port,
-                                .target = "127.0.0.1",
-                                .target_port = port};
+    spec[ns++] = lc__fwd_spec_same_port(w->rt, LC_FORWARD_LOCAL, port);
   /* every other host reaches it through this machine: through its mesh relay where it can */
   for (size_t i = 0; c->w->mesh == LC_WORKER_MESH && i < ng; i++) {
     lc_runtime *rt = lc_group_at(c->group, i);
@@ -250,11 +246,7 @@ int lc__worker_tunnels(lc_cluster *c, lc__worker *w) {
     goto out;
   for (size_t i = 0; i < nh; i++)
     if (!relayed[i])
-      spec[ns++] = (lc__fwd_spec){.rt = hosts[i],
-                                  .kind = LC_FORWARD_REMOTE,
-                                  .port = port,
-                                  .target = "127.0.0.1",
-                                  .target_port = port};
+      spec[ns++] = lc__fwd_spec_same_port(hosts[i], LC_FORWARD_REMOTE, port);
   r = lc__forwards_new(spec, ns, &c->fwds);
 out:
   free(relayed);

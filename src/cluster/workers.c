@@ -167,11 +167,8 @@ static int workers_ready(lc_cluster *c, const lc__wstart *st) {
     if (spec == NULL)
       return lc__error_set(-ENOMEM, "out of memory");
     for (size_t i = first; i < c->nworkers; i++) {
-      lc__fwd_spec f = {.rt = c->workers[i].rt,
-                        .kind = LC_FORWARD_LOCAL,
-                        .port = c->workers[i].info.port,
-                        .target = "127.0.0.1",
-                        .target_port = c->workers[i].info.port};
+      lc__fwd_spec f =
+          lc__fwd_spec_same_port(c->workers[i].rt, LC_FORWARD_LOCAL, c->workers[i].info.port);
       if (!lc__runtime_same_loopback(f.rt, NULL))
         spec[ns++] = f;
     }
