@@ -39,13 +39,15 @@
 /* The connections a carrier takes at once: those of all the host's mesh ports. */
 #define RELAY_MAX_CONNS (LC_FORWARD_MAX_CONNECTIONS * 8)
 
+/* The helper: sh for perl's place and the descriptor limit, then perl on descriptor 3. */
 static const char helper_sh[] =
     "ulimit -n \"$(ulimit -Hn)\" 2>/dev/null\n"
     "command -v perl >/dev/null 2>&1 || { echo 'fail 0 0 no perl on this host'; exit 127; }\n"
     "exec perl /dev/fd/3 3<<'LC_MESH_RELAY'\n"
     "use strict;\n"
     "use Socket qw(:DEFAULT IPPROTO_IPV6 IPV6_V6ONLY inet_pton pack_sockaddr_in6);\n"
-    "$SIG{CHLD} = 'IGNORE';\n"
+    "use Errno qw(EINPROGRESS);\n"
+    "use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);\n"
     "$SIG{PIPE} = 'IGNORE';\n"
     "$| = 1;\n"
     "sub lsock {\n"
@@ -59,6 +61,7 @@ static const char helper_sh[] =
     "  bind($s, $sa) or return (undef, \"$!\");\n"
     "  return ($s, '');\n"
     "}\n"
+    "sub nb { fcntl($_[0], F_SETFL, fcntl($_[0], F_GETFL, 0) | O_NONBLOCK) }\n"
     "my ($t, $e) = lsock(AF_INET, '127.1.0.1', 0);\n"
     "if (!$t) { print \"fail 0 0 cannot bind 127.1.0.1 ($e)\\n\"; exit 3 }\n"
     "close $t;\n"
@@ -66,40 +69,50 @@ static const char helper_sh[] =
     "if (!$c) { print \"fail 0 0 cannot bind 127.0.0.1 ($ce)\\n\"; exit 3 }\n"
     "my ($cport) = unpack_sockaddr_in(getsockname($c));\n"
     "close $c;\n"
-    "print \"port $cport\\n\";\n"
-    "my (%L, $in);\n"
-    /* a connection's two ways, in a child of its own: blocking writes are its back-pressure */
-    "sub pump {\n"
-    "  my ($a, $b) = @_;\n"
-    "  my @eof = (0, 0);\n"
-    "  while (!$eof[0] || !$eof[1]) {\n"
-    "    my $r = '';\n"
-    "    vec($r, fileno($a), 1) = 1 unless $eof[0];\n"
-    "    vec($r, fileno($b), 1) = 1 unless $eof[1];\n"
-    "    next if select(my $x = $r, undef, undef, undef) <= 0;\n"
-    "    for my $k (0, 1) {\n"
-    "      my ($s, $d) = $k ? ($b, $a) : ($a, $b);\n"
-    "      next if $eof[$k] || !vec($x, fileno($s), 1);\n"
-    "      my $n = sysread($s, my $buf, 65536);\n"
-    "      if (!$n) { $eof[$k] = 1; shutdown($d, 1); next }\n"
-    "      for (my $o = 0; $o < $n;) {\n"
-    "        my $w = syswrite($d, $buf, $n - $o, $o);\n"
-    "        exit 0 unless defined $w;\n"
-    "        $o += $w;\n"
-    "      }\n"
-    "    }\n"
+    "my $carrier = pack_sockaddr_in($cport, inet_aton('127.0.0.1'));\n"
+    "print \"port $cport\\n\";\n";
+
+/* The rest of it (one C string may not be longer than 4,095 bytes): the carrying, in this one
+ * process, with non-blocking sockets and a select loop (no process per connection). */
+static const char helper_pl[] =
+    /* %L: port -> listening socket. %E: fd -> one end of a carried connection: its socket (s), what
+     * waits to be written to it (out, at most ~128 KiB: its peer is not read while 64 KiB wait),
+     * whether it said EOF (eof), whether its write side is shut (shut), its other end (peer), and
+     * whether it is still connecting to the carrier (wait). */
+    "my (%L, %E, $in);\n"
+    "sub drop {\n"
+    "  my ($x) = @_;\n"
+    "  for my $y ($x, $x->{peer}) { delete $E{$y->{fd}}; close $y->{s} }\n"
+    "}\n"
+    "sub flush {\n"
+    "  my ($x) = @_;\n"
+    "  return 1 if $x->{wait};\n"
+    "  if (length $x->{out}) {\n"
+    "    my $w = syswrite($x->{s}, $x->{out});\n"
+    "    return $!{EAGAIN} ? 1 : 0 unless defined $w;\n"
+    "    substr($x->{out}, 0, $w, '');\n"
     "  }\n"
-    "  exit 0;\n"
+    "  return 1 if length $x->{out} || !$x->{peer}{eof} || $x->{shut};\n"
+    "  shutdown($x->{s}, 1);\n"
+    "  $x->{shut} = 1;\n"
+    "  return 1;\n"
     "}\n"
     "sub carry {\n"
     "  my ($port) = @_;\n"
-    "  accept(my $cl, $L{$port}) or return;\n"
-    "  my $pid = fork();\n"
-    "  if (!defined $pid || $pid) { close $cl; return }\n"
-    "  close $_ for values %L;\n"
-    "  my ($o) = lsock(AF_INET, '127.1.' . ($port >> 8) . '.' . ($port & 255), 0);\n"
-    "  exit 0 unless $o && connect($o, pack_sockaddr_in($cport, inet_aton('127.0.0.1')));\n"
-    "  pump($cl, $o);\n"
+    "  for (1 .. 64) {\n"
+    "    my $cl;\n"
+    "    accept($cl, $L{$port}) or return;\n"
+    "    my ($o) = lsock(AF_INET, '127.1.' . ($port >> 8) . '.' . ($port & 255), 0);\n"
+    "    if (!$o) { close $cl; next }\n"
+    "    nb($cl);\n"
+    "    nb($o);\n"
+    "    if (!connect($o, $carrier) && $! != EINPROGRESS) { close $cl; close $o; next }\n"
+    "    my $a = {s => $cl, fd => fileno($cl), out => ''};\n"
+    "    my $b = {s => $o, fd => fileno($o), out => '', wait => 1, peer => $a};\n"
+    "    $a->{peer} = $b;\n"
+    "    $E{$a->{fd}} = $a;\n"
+    "    $E{$b->{fd}} = $b;\n"
+    "  }\n"
     "}\n"
     /* a port taken on ::1 by someone else would take the clients of "localhost" there */
     "sub add {\n"
@@ -120,19 +133,27 @@ static const char helper_sh[] =
     "      print \"fail $seq $p $why\\n\";\n"
     "      return;\n"
     "    }\n"
+    "    nb($s);\n"
     "    $L{$p} = $s;\n"
     "    push @new, $p;\n"
     "  }\n"
     "  print \"ok $seq\\n\";\n"
     "}\n"
     "while (1) {\n"
-    "  my $r = '';\n"
+    "  my ($r, $w) = ('', '');\n"
     "  vec($r, fileno(STDIN), 1) = 1;\n"
     "  vec($r, fileno($L{$_}), 1) = 1 for keys %L;\n"
-    "  next if select(my $x = $r, undef, undef, undef) <= 0;\n"
-    "  if (vec($x, fileno(STDIN), 1)) {\n"
-    "    my $n = sysread(STDIN, my $buf, 65536);\n"
-    "    exit 0 unless $n;\n"
+    "  for my $x (values %E) {\n"
+    "    my $y = $x->{peer};\n"
+    "    vec($w, $x->{fd}, 1) = 1 if $x->{wait} || length $x->{out};\n"
+    "    next if $x->{eof} || $x->{wait} || $y->{wait} || length $y->{out} >= 65536;\n"
+    "    vec($r, $x->{fd}, 1) = 1;\n"
+    "  }\n"
+    "  my $n = select(my $rx = $r, my $wx = $w, undef, undef);\n"
+    "  if ($n < 0) { next if $!{EINTR}; die \"select: $!\\n\" }\n"
+    "  if (vec($rx, fileno(STDIN), 1)) {\n"
+    "    my $k = sysread(STDIN, my $buf, 65536);\n"
+    "    exit 0 unless $k;\n"
     "    $in .= $buf;\n"
     "    while ($in =~ s/^([^\\n]*)\\n//) {\n"
     "      my ($op, @a) = split ' ', $1;\n"
@@ -141,7 +162,26 @@ static const char helper_sh[] =
     "      elsif ($op eq '-') { shift @a; for (@a) { close $L{$_} if $L{$_}; delete $L{$_} } }\n"
     "    }\n"
     "  }\n"
-    "  for my $p (keys %L) { carry($p) if $L{$p} && vec($x, fileno($L{$p}), 1) }\n"
+    "  for my $p (keys %L) { carry($p) if $L{$p} && vec($rx, fileno($L{$p}), 1) }\n"
+    "  for my $fd (keys %E) {\n"
+    "    my $x = $E{$fd} or next;\n"
+    "    my $y = $x->{peer};\n"
+    "    if (vec($wx, $fd, 1)) {\n"
+    "      if ($x->{wait}) {\n"
+    "        if (unpack('i', getsockopt($x->{s}, SOL_SOCKET, SO_ERROR))) { drop($x); next }\n"
+    "        $x->{wait} = 0;\n"
+    "      }\n"
+    "      if (!flush($x)) { drop($x); next }\n"
+    "    }\n"
+    "    if (!$x->{wait} && vec($rx, $fd, 1)) {\n"
+    "      my $k = sysread($x->{s}, my $buf, 65536);\n"
+    "      if (!defined $k) { drop($x) unless $!{EAGAIN}; next }\n"
+    "      if ($k) { $y->{out} .= $buf } else { $x->{eof} = 1 }\n"
+    "      if (!flush($y)) { drop($x); next }\n"
+    "    }\n"
+    "    drop($x) if $x->{eof} && $y->{eof} && $x->{shut} && $y->{shut} && !length($x->{out} . "
+    "$y->{out});\n"
+    "  }\n"
     "}\n"
     "LC_MESH_RELAY\n";
 
@@ -317,7 +357,8 @@ static void relay_fail(lc__meshrelay *m, const char *why) {
 static lc__meshrelay *relay_begin(lc_runtime *rt) {
   lc__meshrelay *m;
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
-  int up, failed;
+  lc__buf text = {0};
+  int up, failed, r;
   pthread_mutex_lock(&rt->workdir_mu);
   if ((m = rt->relay) == NULL && (m = rt->relay = lc__calloc(1, sizeof(*m))) != NULL) {
     m->rt = rt;
@@ -344,7 +385,14 @@ static lc__meshrelay *relay_begin(lc_runtime *rt) {
   m->answered = m->fail_seq = m->seq = 0;
   m->why[0] = '\0';
   lc__engine_unlock(m->engine);
-  if (lc__runtime_spawn_setup(&m->helper, rt, helper_sh, &eo, NULL) < 0) {
+  if (lc__buf_puts(&text, helper_sh) < 0 || lc__buf_puts(&text, helper_pl) < 0) {
+    lc__buf_free(&text);
+    relay_fail(m, "out of memory");
+    return NULL;
+  }
+  r = lc__runtime_spawn_setup(&m->helper, rt, text.data, &eo, NULL);
+  lc__buf_free(&text);
+  if (r < 0) {
     relay_fail(m, lc_error_last());
     return NULL;
   }

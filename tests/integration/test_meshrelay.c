@@ -13,6 +13,10 @@
  *   them again;
  * - no perl (hidden on lab6 by a bind mount in its mount namespace): not relayed, no error, the
  *   caller's sshd listens serve (relayed 0); a plain user whose login shell is fish is relayed;
+ * - streams: 16 connections at once through one relayed port, each 1 MiB each way to an echo
+ *   server here, arrive whole while ONE perl process carries them all (no process per
+ *   connection); a client that resets mid-stream does not stop the others; afterwards the relay
+ *   holds no connection on the host;
  * - after each runtime's free nothing of the relay is left on the host.
  */
 #include "lc_test.h"
@@ -23,6 +27,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -246,6 +251,193 @@ static void test_carried(void) {
   lc_engine_free(engine);
 }
 
+/* Here: an echo server; each connection in a thread of its own, its write side shut at EOF. */
+static int echo_fd = -1, echo_port;
+
+static void *echo_conn(void *arg) {
+  int c = (int)(intptr_t)arg;
+  char buf[16384];
+  ssize_t r;
+  while ((r = read(c, buf, sizeof(buf))) > 0)
+    for (ssize_t o = 0; o < r;) {
+      ssize_t w = write(c, buf + o, (size_t)(r - o));
+      if (w <= 0)
+        goto out;
+      o += w;
+    }
+out:
+  shutdown(c, SHUT_WR);
+  close(c);
+  return NULL;
+}
+
+static void *echo_accept(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_t t;
+    int c = accept(echo_fd, NULL, NULL);
+    if (c < 0)
+      return NULL;
+    if (pthread_create(&t, NULL, echo_conn, (void *)(intptr_t)c) == 0)
+      pthread_detach(t);
+    else
+      close(c);
+  }
+}
+
+static int echo_start(void) {
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof(sa);
+  pthread_t t;
+  if ((echo_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0 ||
+      bind(echo_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(echo_fd, 64) < 0 ||
+      getsockname(echo_fd, (struct sockaddr *)&sa, &len) < 0 ||
+      pthread_create(&t, NULL, echo_accept, NULL) != 0)
+    return -1;
+  pthread_detach(t);
+  echo_port = ntohs(sa.sin_port);
+  return 0;
+}
+
+/* How many TCP connections the relay's perl holds on host i, from `ss -tnpH`. */
+static int perl_conns(int i) {
+  char cmd[4096], line[512];
+  FILE *p;
+  int n = 0;
+  snprintf(cmd, sizeof(cmd), "%s exec %d --dir %s -- ss -tnpH", th_script(), i, th_dir());
+  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
+    return -1;
+  while (fgets(line, sizeof(line), p) != NULL)
+    n += strstr(line, "((\"perl\"") != NULL;
+  pclose(p);
+  return n;
+}
+
+#define NSTREAM 16
+#define STREAM_BYTES (1 << 20)
+
+static unsigned char stream_byte(int k, size_t o) {
+  return (unsigned char)((o * 31 + (size_t)k * 7 + (o >> 12)) & 0xff);
+}
+
+/*
+ * NSTREAM clients on host i to port, all at once: each sends STREAM_BYTES and shuts its write
+ * side, and reads the echo to EOF. Returns how many got back exactly what they sent; *procs: the
+ * relay's processes on host i once every one of them has been carried (none is shut before).
+ */
+static int streams(int i, int port, int *procs) {
+  int fd[NSTREAM], ok = 0, left = NSTREAM, looked = 0;
+  size_t sent[NSTREAM] = {0}, got[NSTREAM] = {0};
+  int bad[NSTREAM] = {0}, done[NSTREAM] = {0};
+  unsigned char buf[16384];
+  struct sockaddr_in to = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  uint64_t until = lc__now_ms() + 60000;
+  *procs = -1;
+  for (int k = 0; k < NSTREAM; k++)
+    if ((fd[k] = th_socket_in(i)) < 0 || connect(fd[k], (struct sockaddr *)&to, sizeof(to)) < 0)
+      return -1;
+  while (left > 0 && lc__now_ms() < until) {
+    struct pollfd pf[NSTREAM];
+    for (int k = 0; k < NSTREAM; k++)
+      pf[k] = (struct pollfd){.fd = done[k] ? -1 : fd[k],
+                              .events = (short)(POLLIN | (sent[k] < STREAM_BYTES ? POLLOUT : 0))};
+    if (poll(pf, NSTREAM, 1000) < 0)
+      break;
+    if (!looked) { /* once every one has been carried, while all of them are open */
+      int all = 1;
+      for (int k = 0; k < NSTREAM; k++)
+        all &= got[k] > 0;
+      if (all) {
+        *procs = th_count_procs(i, "perl /dev/fd/3");
+        looked = 1;
+        for (int k = 0; k < NSTREAM; k++)
+          if (sent[k] == STREAM_BYTES)
+            shutdown(fd[k], SHUT_WR);
+      }
+    }
+    for (int k = 0; k < NSTREAM; k++) {
+      if (done[k])
+        continue;
+      if ((pf[k].revents & POLLOUT) && sent[k] < STREAM_BYTES) {
+        size_t n = STREAM_BYTES - sent[k] < sizeof(buf) ? STREAM_BYTES - sent[k] : sizeof(buf);
+        ssize_t w;
+        for (size_t o = 0; o < n; o++)
+          buf[o] = stream_byte(k, sent[k] + o);
+        if ((w = send(fd[k], buf, n, MSG_DONTWAIT | MSG_NOSIGNAL)) > 0 &&
+            (sent[k] += (size_t)w) == STREAM_BYTES && looked)
+          shutdown(fd[k], SHUT_WR);
+      }
+      if (pf[k].revents & (POLLIN | POLLHUP | POLLERR)) {
+        ssize_t r = recv(fd[k], buf, sizeof(buf), MSG_DONTWAIT);
+        if (r < 0 && errno == EAGAIN)
+          continue;
+        for (ssize_t o = 0; o < r; o++)
+          bad[k] |= buf[o] != stream_byte(k, got[k] + (size_t)o);
+        if (r > 0)
+          got[k] += (size_t)r;
+        else {
+          done[k] = 1;
+          left--;
+          ok += !bad[k] && got[k] == STREAM_BYTES && sent[k] == STREAM_BYTES;
+        }
+      }
+    }
+  }
+  for (int k = 0; k < NSTREAM; k++)
+    close(fd[k]);
+  return ok;
+}
+
+/* A client on host i that sends to port and resets its connection (SO_LINGER 0) unread. */
+static void reset_client(int i, int port) {
+  struct sockaddr_in to = {.sin_family = AF_INET,
+                           .sin_port = htons((uint16_t)port),
+                           .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  struct linger lg = {1, 0};
+  static unsigned char junk[200000];
+  int fd = th_socket_in(i);
+  if (fd < 0)
+    return;
+  if (connect(fd, (struct sockaddr *)&to, sizeof(to)) == 0) {
+    if (send(fd, junk, sizeof(junk), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+      perror("send");
+    sleep_ms(200);
+  }
+  setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  close(fd);
+}
+
+static void test_streams(void) {
+  lc_engine *engine = NULL;
+  lc_runtime *rt = NULL;
+  unsigned char relayed = 0;
+  int procs = -1, conns = -1;
+
+  LC_REQUIRE(serving_here());
+  LC_REQUIRE(echo_start() == 0);
+  LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
+  LC_REQUIRE((rt = connect_to(engine, "lab5")) != NULL);
+  LC_CHECK_OK(relay_listen(rt, &echo_port, 1, &relayed, NULL));
+  LC_CHECK_OK(relay_listen(rt, &serve_port[0], 1, &relayed, NULL));
+  LC_CHECK(relayed == 1);
+  reset_client(5, echo_port);
+  LC_CHECK(streams(5, echo_port, &procs) == NSTREAM);
+  LC_CHECK(procs == 1);
+  reset_client(5, echo_port);
+  LC_CHECK(carried(5, 0));
+  LC_CHECK(streams(5, echo_port, &procs) == NSTREAM);
+  /* nothing held: every carried connection closed on the host */
+  for (int t = 0; t < 100 && (conns = perl_conns(5)) != 0; t++)
+    sleep_ms(100);
+  LC_CHECK(conns == 0);
+  LC_CHECK(th_count_procs(5, "perl /dev/fd/3") == 1);
+  lc_runtime_free(rt);
+  LC_CHECK(no_relay_on(5));
+  lc_engine_free(engine);
+}
+
 static void test_in_use(void) {
   lc_engine *engine = NULL;
   lc_runtime *rt = NULL;
@@ -350,5 +542,5 @@ static void test_no_perl_and_shells(void) {
   lc_engine_free(engine);
 }
 
-LC_TEST_MAIN(LC_TEST(test_carried), LC_TEST(test_in_use), LC_TEST(test_ended),
-             LC_TEST(test_no_perl_and_shells))
+LC_TEST_MAIN(LC_TEST(test_carried), LC_TEST(test_streams), LC_TEST(test_in_use),
+             LC_TEST(test_ended), LC_TEST(test_no_perl_and_shells))
