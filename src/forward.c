@@ -506,16 +506,12 @@ out:
 }
 
 int lc__fwdlist_add(lc__fwdlist *l, lc_forward *f) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    lc_forward **v = lc__realloc(l->v, cap * sizeof(*v));
-    if (v == NULL) {
-      lc_forward_free(f);
-      return lc__error_set(-ENOMEM, "out of memory");
-    }
-    l->v = v;
-    l->cap = cap;
+  lc_forward **v = lc__grow(l->v, &l->cap, l->n + 1, sizeof(*v), 16);
+  if (v == NULL) {
+    lc_forward_free(f);
+    return lc__error_set(-ENOMEM, "out of memory");
   }
+  l->v = v;
   l->v[l->n++] = f;
   return 0;
 }

@@ -179,18 +179,14 @@ int lc_group_remove(lc_group *g, const char *name) {
 }
 
 int lc_group_add(lc_group *g, lc_runtime *rt) {
+  lc_runtime **v;
   if (g == NULL || rt == NULL)
     return lc__error_set(-EINVAL, "group: no group or runtime given");
   if (lc_group_find(g, rt->name) != NULL)
     return lc__error_set(-EEXIST, "group: %s is already in the group", rt->name);
-  if (g->n == g->cap) {
-    size_t cap = g->cap ? g->cap * 2 : 16;
-    lc_runtime **v = lc__realloc(g->rts, cap * sizeof(*v));
-    if (v == NULL)
-      return lc__error_set(-ENOMEM, "out of memory");
-    g->rts = v;
-    g->cap = cap;
-  }
+  if ((v = lc__grow(g->rts, &g->cap, g->n + 1, sizeof(*v), 16)) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  g->rts = v;
   g->rts[g->n++] = rt;
   return 0;
 }
@@ -883,18 +879,13 @@ void lc_task_free(lc_task *t) {
 
 static int task_add(lc_task *t, step_kind kind, const char *a, const char *b, const void *data,
                     size_t len, unsigned int mode) {
-  step *s;
+  step *s, *v;
   if (t == NULL || a == NULL || (kind != STEP_RUN && kind != STEP_WRITE && b == NULL) ||
       (kind == STEP_WRITE && data == NULL && len > 0))
     return lc__error_set(-EINVAL, "task: a step needs its command or paths");
-  if (t->n == t->cap) {
-    size_t cap = t->cap ? t->cap * 2 : 8;
-    step *v = lc__realloc(t->steps, cap * sizeof(*v));
-    if (v == NULL)
-      return lc__error_set(-ENOMEM, "out of memory");
-    t->steps = v;
-    t->cap = cap;
-  }
+  if ((v = lc__grow(t->steps, &t->cap, t->n + 1, sizeof(*v), 8)) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  t->steps = v;
   s = &t->steps[t->n];
   memset(s, 0, sizeof(*s));
   s->kind = kind;

@@ -33,19 +33,6 @@ typedef struct parsed {
   size_t tail; /* offset of the literal text after the last group */
 } parsed;
 
-static int grow(void **p, size_t *cap, size_t n, size_t size) {
-  size_t ncap;
-  void *np;
-  if (n < *cap)
-    return 0;
-  ncap = *cap ? *cap * 2 : 4;
-  if ((np = lc__realloc(*p, ncap * size)) == NULL)
-    return -ENOMEM;
-  *p = np;
-  *cap = ncap;
-  return 0;
-}
-
 /* A run of 1 to DIGITS_MAX digits: its value, or -1. */
 static long number(const char *s, size_t len) { return (long)lc__decimal(s, len, DIGITS_MAX); }
 
@@ -114,8 +101,9 @@ static int spec_parse(parsed *p, const char *spec, size_t len, char *why, size_t
       snprintf(why, wn, "an empty range '[]'");
       return LC_ECONFIG;
     }
-    if ((r = grow((void **)&p->g, &p->gcap, p->ng, sizeof(*p->g))) < 0)
-      return r;
+    if ((g = lc__grow(p->g, &p->gcap, p->ng + 1, sizeof(*g), 4)) == NULL)
+      return -ENOMEM;
+    p->g = g;
     g = &p->g[p->ng++];
     g->lit = lit;
     g->litlen = open - lit;
@@ -126,8 +114,9 @@ static int spec_parse(parsed *p, const char *spec, size_t len, char *why, size_t
       range *rg;
       while (e < close && spec[e] != ',')
         e++;
-      if ((r = grow((void **)&p->r, &p->rcap, p->nr, sizeof(*p->r))) < 0)
-        return r;
+      if ((rg = lc__grow(p->r, &p->rcap, p->nr + 1, sizeof(*rg), 4)) == NULL)
+        return -ENOMEM;
+      p->r = rg;
       rg = &p->r[p->nr];
       if ((r = item_parse(rg, spec + s, e - s, spec + open, (int)(close + 1 - open), why, wn)) < 0)
         return r;

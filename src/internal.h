@@ -6,7 +6,6 @@
 
 #include "lazycluster/common.h"
 
-
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -64,6 +63,14 @@ void lc__remove_tree(const char *dir);
 void *lc__malloc(size_t n);
 void *lc__calloc(size_t n, size_t size);
 void *lc__realloc(void *p, size_t n);
+/* Room for need items of size bytes in items, an array with room for *cap: items itself when it
+ * has it, else items moved to one with room for twice *cap (first when *cap is 0) or more, until
+ * need, and *cap set. NULL when out of memory (or the size would overflow): items and *cap are
+ * then as they were. The one growable array of the code base:
+ *   int *v = lc__grow(s->v, &s->cap, s->n + 1, sizeof(*v), 16);
+ *   if (v == NULL) return -ENOMEM;
+ *   s->v = v; */
+void *lc__grow(void *items, size_t *cap, size_t need, size_t size, size_t first);
 char *lc__strdup(const char *s);
 char *lc__strndup(const char *s, size_t n);
 char *lc__sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

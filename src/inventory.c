@@ -231,17 +231,12 @@ static long number(const char *s, size_t len, long min, long max) {
 }
 
 static int append(lc_inventory *inv, const char *host, size_t len, int gpus, int slots, int line) {
-  entry *e;
+  entry *e, *ne;
   if (index_reserve(inv) < 0)
     return -ENOMEM;
-  if (inv->n == inv->cap) {
-    size_t ncap = inv->cap ? inv->cap * 2 : 16;
-    entry *ne = lc__realloc(inv->e, ncap * sizeof(*ne));
-    if (ne == NULL)
-      return -ENOMEM;
-    inv->e = ne;
-    inv->cap = ncap;
-  }
+  if ((ne = lc__grow(inv->e, &inv->cap, inv->n + 1, sizeof(*ne), 16)) == NULL)
+    return -ENOMEM;
+  inv->e = ne;
   e = &inv->e[inv->n];
   if ((e->host = lc__strndup(host, len)) == NULL)
     return -ENOMEM;

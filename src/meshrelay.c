@@ -226,16 +226,12 @@ static int set_has(const lc__meshrelay *m, int port) {
 
 static int set_add(lc__meshrelay *m, int port) {
   size_t i = set_find(m, port);
+  int *v;
   if (i < m->n && m->ports[i] == port)
     return 0;
-  if (m->n == m->cap) {
-    size_t cap = m->cap ? m->cap * 2 : 64;
-    int *v = lc__realloc(m->ports, cap * sizeof(*v));
-    if (v == NULL)
-      return -ENOMEM;
-    m->ports = v;
-    m->cap = cap;
-  }
+  if ((v = lc__grow(m->ports, &m->cap, m->n + 1, sizeof(*v), 64)) == NULL)
+    return -ENOMEM;
+  m->ports = v;
   memmove(m->ports + i + 1, m->ports + i, (m->n - i) * sizeof(*m->ports));
   m->ports[i] = port;
   m->n++;
@@ -440,14 +436,10 @@ int lc__meshrelay_has(lc_runtime *rt, int port) {
 }
 
 static int log_add(lc__relaylog *log, lc_runtime *rt, int port) {
-  if (log->n == log->cap) {
-    size_t cap = log->cap ? log->cap * 2 : 256;
-    lc__relayed *v = lc__realloc(log->v, cap * sizeof(*v));
-    if (v == NULL)
-      return lc__error_set(-ENOMEM, "out of memory");
-    log->v = v;
-    log->cap = cap;
-  }
+  lc__relayed *v = lc__grow(log->v, &log->cap, log->n + 1, sizeof(*v), 256);
+  if (v == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  log->v = v;
   log->v[log->n++] = (lc__relayed){.rt = rt, .port = port};
   return 0;
 }

@@ -287,16 +287,12 @@ static void strv_clear(strv *a) {
 /* Appends s, which the array owns from then on (and only then). */
 static int strv_push(strv *a, char *s) {
   int r = LC_EINTERNAL;
-  if (a->n + 1 >= a->cap) {
-    size_t cap = a->cap ? a->cap * 2 : 8;
-    char **v = lc__realloc(a->v, cap * sizeof(*v));
-    if (v == NULL) {
-      r = -ENOMEM;
-      goto out;
-    }
-    a->v = v;
-    a->cap = cap;
+  char **v = lc__grow(a->v, &a->cap, a->n + 2, sizeof(*v), 8); /* and the NULL after */
+  if (v == NULL) {
+    r = -ENOMEM;
+    goto out;
   }
+  a->v = v;
   a->v[a->n++] = s;
   a->v[a->n] = NULL;
   r = 0;

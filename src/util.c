@@ -17,6 +17,22 @@ void *lc__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size :
 void *lc__realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
 void lc_free(void *ptr) { free(ptr); }
 
+void *lc__grow(void *items, size_t *cap, size_t need, size_t size, size_t first) {
+  size_t n = *cap ? *cap : first ? first : 1;
+  void *v;
+  if (need <= *cap && items != NULL)
+    return items;
+  while (n < need) {
+    if (n > SIZE_MAX / 2)
+      return NULL;
+    n *= 2;
+  }
+  if (size == 0 || n > SIZE_MAX / size || (v = lc__realloc(items, n * size)) == NULL)
+    return NULL;
+  *cap = n;
+  return v;
+}
+
 char *lc__strndup(const char *s, size_t n) {
   char *d = lc__malloc(n + 1);
   if (d == NULL)

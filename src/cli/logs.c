@@ -66,11 +66,13 @@ static int add_line(logs *l, const char *s, size_t n) {
         b[1 + hl] != ' ')
       return 0;
   }
-  if (l->nlines == l->cap) {
-    line *more = realloc(l->lines, (l->cap = l->cap * 2 + 256) * sizeof(*more));
+  if (l->nlines == l->cap) { /* the capacity changes only with the memory */
+    size_t cap = l->cap * 2 + 256;
+    line *more = realloc(l->lines, cap * sizeof(*more));
     if (more == NULL)
       return -ENOMEM;
     l->lines = more;
+    l->cap = cap;
   }
   if ((text = malloc(n + 1)) == NULL)
     return -ENOMEM;
@@ -141,7 +143,8 @@ static int open_source(logs *l, const char *name, int rotated) {
       src->partlen = 0;
     }
   }
-  if ((src->fd = open(src->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 || fstat(src->fd, &st) < 0) {
+  if ((src->fd = open(src->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0 ||
+      fstat(src->fd, &st) < 0) {
     if (src->fd >= 0)
       close(src->fd);
     free(src->path);

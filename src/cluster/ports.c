@@ -15,14 +15,10 @@ void lc__cluster_release_ports(lc_cluster *c, size_t from) {
 }
 
 static int keep_port(lc_cluster *c, int port) {
-  if (c->nports == c->capports) {
-    size_t cap = c->capports ? c->capports * 2 : 64;
-    int *v = lc__realloc(c->ports, cap * sizeof(*v));
-    if (v == NULL)
-      return lc__error_set(-ENOMEM, "out of memory");
-    c->ports = v;
-    c->capports = cap;
-  }
+  int *v = lc__grow(c->ports, &c->capports, c->nports + 1, sizeof(*v), 64);
+  if (v == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  c->ports = v;
   c->ports[c->nports++] = port;
   return 0;
 }

@@ -52,18 +52,14 @@ static size_t restarts_in_window(lc_cluster *c, lc__restart_log *l, uint64_t now
 }
 
 static int restart_log_add(lc__restart_log *l, uint64_t now) {
+  uint64_t *v;
   if (l->n == LC__RESTART_LOG_MAX) { /* only without a max_restarts: the oldest goes */
     memmove(l->at, l->at + 1, (l->n - 1) * sizeof(*l->at));
     l->n--;
   }
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 8;
-    uint64_t *v = lc__realloc(l->at, cap * sizeof(*v));
-    if (v == NULL)
-      return lc__error_set(-ENOMEM, "out of memory");
-    l->at = v;
-    l->cap = cap;
-  }
+  if ((v = lc__grow(l->at, &l->cap, l->n + 1, sizeof(*v), 8)) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  l->at = v;
   l->at[l->n++] = now;
   return 0;
 }

@@ -31,7 +31,7 @@ void lc_control_entries_free(lc_control_entry *entries, size_t n) {
 
 /* The entries of the state directory dir. */
 static int list_dir(lc_control_entry **out, size_t *n, const char *state, int clean) {
-  lc_control_entry *v = NULL;
+  lc_control_entry *v = NULL, *more;
   size_t len = 0, cap = 0;
   struct dirent *de;
   DIR *d;
@@ -53,17 +53,12 @@ static int list_dir(lc_control_entry **out, size_t *n, const char *state, int cl
       free(dir);
       continue;
     }
-    if (len == cap) {
-      size_t ncap = cap ? cap * 2 : 8;
-      lc_control_entry *more = lc__realloc(v, ncap * sizeof(*more));
-      if (more == NULL) {
-        free(dir);
-        r = -ENOMEM;
-        break;
-      }
-      v = more;
-      cap = ncap;
+    if ((more = lc__grow(v, &cap, len + 1, sizeof(*more), 8)) == NULL) {
+      free(dir);
+      r = -ENOMEM;
+      break;
     }
+    v = more;
     memset(&v[len], 0, sizeof(v[len]));
     v[len].name = lc__strdup(de->d_name);
     lc__control_read_entry(dir, &v[len]);

@@ -306,7 +306,7 @@ typedef struct probe_state {
 static int gpu_element(jin *j, size_t i, void *arg) {
   probe_state *ps = arg;
   lc_hostinfo *info = ps->info;
-  lc_gpu g;
+  lc_gpu g, *n;
   int r;
   memset(&g, 0, sizeof(g));
   g.index = (int)(i < LC__HOSTFACTS_MAX_GPUS ? i : 0);
@@ -314,14 +314,9 @@ static int gpu_element(jin *j, size_t i, void *arg) {
     return r;
   if (info->gpu_count == LC__HOSTFACTS_MAX_GPUS)
     return 0;
-  if (info->gpu_count == ps->cap) {
-    size_t ncap = ps->cap ? ps->cap * 2 : 8;
-    lc_gpu *n = lc__realloc(info->gpus, ncap * sizeof(*n));
-    if (n == NULL)
-      return -ENOMEM;
-    info->gpus = n;
-    ps->cap = ncap;
-  }
+  if ((n = lc__grow(info->gpus, &ps->cap, info->gpu_count + 1, sizeof(*n), 8)) == NULL)
+    return -ENOMEM;
+  info->gpus = n;
   info->gpus[info->gpu_count++] = g;
   return 0;
 }

@@ -140,7 +140,7 @@ int lc__nvsmi_parse(lc_hostinfo *out, const char *text, size_t len, int exit_sta
   char first_bad[160] = "";
   size_t bad = 0, cap = 0, start = 0, rows = 0, headers = 0;
   smi_cols cols = smi_cols_default;
-  lc_gpu g;
+  lc_gpu g, *n;
   free(out->gpus);
   out->gpus = NULL;
   out->gpu_count = 0;
@@ -166,14 +166,9 @@ int lc__nvsmi_parse(lc_hostinfo *out, const char *text, size_t len, int exit_sta
     }
     if (out->gpu_count == LC__HOSTFACTS_MAX_GPUS)
       continue;
-    if (out->gpu_count == cap) {
-      size_t ncap = cap ? cap * 2 : 8;
-      lc_gpu *n = lc__realloc(out->gpus, ncap * sizeof(*n));
-      if (n == NULL)
-        return -ENOMEM;
-      out->gpus = n;
-      cap = ncap;
-    }
+    if ((n = lc__grow(out->gpus, &cap, out->gpu_count + 1, sizeof(*n), 8)) == NULL)
+      return -ENOMEM;
+    out->gpus = n;
     out->gpus[out->gpu_count++] = g;
   }
   if (out->gpu_count > 0 && bad > 0)

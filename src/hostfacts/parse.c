@@ -69,7 +69,7 @@ static vfile *vfs_find(const vfs *fs, const char *path, int dir) {
 /* The entry for path, emptied (a file sent twice keeps its last text). */
 static int vfs_add(vfs *fs, const char *path, size_t len, int dir, vfile **out) {
   char *p = lc__strndup(path, len);
-  vfile *f;
+  vfile *f, *nv;
   if (p == NULL)
     return -ENOMEM;
   if ((f = vfs_find(fs, p, dir)) != NULL) {
@@ -78,16 +78,11 @@ static int vfs_add(vfs *fs, const char *path, size_t len, int dir, vfile **out) 
     *out = f;
     return 0;
   }
-  if (fs->n == fs->cap) {
-    size_t ncap = fs->cap ? fs->cap * 2 : 16;
-    vfile *nv = lc__realloc(fs->v, ncap * sizeof(*nv));
-    if (nv == NULL) {
-      free(p);
-      return -ENOMEM;
-    }
-    fs->v = nv;
-    fs->cap = ncap;
+  if ((nv = lc__grow(fs->v, &fs->cap, fs->n + 1, sizeof(*nv), 16)) == NULL) {
+    free(p);
+    return -ENOMEM;
   }
+  fs->v = nv;
   f = &fs->v[fs->n++];
   memset(f, 0, sizeof(*f));
   f->path = p;

@@ -99,14 +99,10 @@ static int seen_cmp(const void *a, const void *b) {
 }
 
 static int record_add(lc__joblog_record *rec, unsigned long seq, int ok) {
-  if (rec->n == rec->cap) {
-    size_t cap = rec->cap ? rec->cap * 2 : 64;
-    lc__joblog_seen *v = lc__realloc(rec->v, cap * sizeof(*v));
-    if (v == NULL)
-      return -ENOMEM;
-    rec->v = v;
-    rec->cap = cap;
-  }
+  lc__joblog_seen *v = lc__grow(rec->v, &rec->cap, rec->n + 1, sizeof(*v), 64);
+  if (v == NULL)
+    return -ENOMEM;
+  rec->v = v;
   rec->v[rec->n].seq = seq;
   rec->v[rec->n].ok = ok;
   rec->n++;

@@ -35,14 +35,10 @@ int lc__ports_add_range(lc_ports *p, int first, int last) {
   while (j < p->n && p->r[j].first <= last + 1)
     j++;
   if (i == j) {
-    if (p->n == p->cap) {
-      size_t cap = p->cap ? p->cap * 2 : 8;
-      port_range *r = lc__realloc(p->r, cap * sizeof(*r));
-      if (r == NULL)
-        return lc__error_set(-ENOMEM, "out of memory");
-      p->r = r;
-      p->cap = cap;
-    }
+    port_range *r = lc__grow(p->r, &p->cap, p->n + 1, sizeof(*r), 8);
+    if (r == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    p->r = r;
     memmove(&p->r[i + 1], &p->r[i], (p->n - i) * sizeof(*p->r));
     p->n++;
   } else {

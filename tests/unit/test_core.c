@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +238,31 @@ wait:
  * The composed command, in every login shell: env values and cwd arrive intact, and the line the
  * shell runs holds none of them; bad names are refused by name.
  */
+/* lc__grow: the growable array every list of the code base uses. */
+static void test_grow(void) {
+  size_t cap = 0;
+  int *v = NULL, *w;
+  LC_REQUIRE((v = lc__grow(v, &cap, 1, sizeof(*v), 4)) != NULL);
+  LC_CHECK(cap == 4);
+  for (int i = 0; i < 4; i++)
+    v[i] = i;
+  LC_CHECK(lc__grow(v, &cap, 4, sizeof(*v), 4) == v && cap == 4); /* room: itself */
+  LC_REQUIRE((w = lc__grow(v, &cap, 5, sizeof(*v), 4)) != NULL);
+  v = w;
+  LC_CHECK(cap == 8 && v[3] == 3); /* doubled, kept */
+  LC_REQUIRE((w = lc__grow(v, &cap, 100, sizeof(*v), 4)) != NULL);
+  v = w;
+  LC_CHECK(cap == 128 && v[0] == 0 && v[3] == 3); /* doubled until need */
+  /* too large: NULL, items and cap as they were */
+  LC_CHECK(lc__grow(v, &cap, SIZE_MAX / 2, sizeof(*v), 4) == NULL && cap == 128 && v[3] == 3);
+  LC_CHECK(lc__grow(v, &cap, SIZE_MAX, 1, 4) == NULL && cap == 128);
+  free(v);
+  cap = 0; /* first 0: starts at one */
+  LC_REQUIRE((v = lc__grow(NULL, &cap, 3, sizeof(*v), 0)) != NULL);
+  LC_CHECK(cap == 4);
+  free(v);
+}
+
 static void test_compose(void) {
   const char *env[] = {"A=x y", "B=it's $HOME", "C=", "D=secret-token", NULL};
   lc_exec_options o = LC_EXEC_OPTIONS_INIT;
@@ -606,8 +632,9 @@ static void test_lifeline_sweep_alone(void) {
 
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
-             LC_TEST(test_buf), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
-             LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_lifeline_input),
-             LC_TEST(test_transfer_scripts), LC_TEST(test_write_file_planted_symlink),
-             LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop),
-             LC_TEST(test_backend_caps), LC_TEST(test_lifeline_sweep_alone))
+             LC_TEST(test_buf), LC_TEST(test_grow), LC_TEST(test_compose),
+             LC_TEST(test_lifeline_ends_on_eof), LC_TEST(test_lifeline_heartbeat_in_every_shell),
+             LC_TEST(test_lifeline_input), LC_TEST(test_transfer_scripts),
+             LC_TEST(test_write_file_planted_symlink), LC_TEST(test_signal_names),
+             LC_TEST(test_engine_start_stop), LC_TEST(test_backend_caps),
+             LC_TEST(test_lifeline_sweep_alone))
