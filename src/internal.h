@@ -71,6 +71,12 @@ void *lc__realloc(void *p, size_t n);
  *   if (v == NULL) return -ENOMEM;
  *   s->v = v; */
 void *lc__grow(void *items, size_t *cap, size_t need, size_t size, size_t first);
+/* Sorts v[0..n) ascending. */
+void lc__int_sort(int *v, size_t n);
+/* In v[0..n), sorted ascending: the index of the first element >= x (n when none). */
+size_t lc__int_lower_bound(const int *v, size_t n, int x);
+/* Whether x is in v[0..n), sorted ascending. */
+int lc__int_sorted_has(const int *v, size_t n, int x);
 char *lc__strdup(const char *s);
 char *lc__strndup(const char *s, size_t n);
 char *lc__sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -208,20 +208,11 @@ typedef struct lc__meshrelay {
 /* ---- the port set (under the engine's lock) ---------------------------------------------- */
 
 static size_t set_find(const lc__meshrelay *m, int port) {
-  size_t lo = 0, hi = m->n;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (m->ports[mid] < port)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
+  return lc__int_lower_bound(m->ports, m->n, port);
 }
 
 static int set_has(const lc__meshrelay *m, int port) {
-  size_t i = set_find(m, port);
-  return i < m->n && m->ports[i] == port;
+  return lc__int_sorted_has(m->ports, m->n, port);
 }
 
 static int set_add(lc__meshrelay *m, int port) {
@@ -646,33 +637,35 @@ static void relay_drop(lc_runtime *rt, const int *ports, size_t n) {
     relay_send(m, '-', ports, n, NULL);
 }
 
-void lc__relaylog_drop(lc__relaylog *log, size_t from) {
-  size_t i = from;
-  int *batch;
-  if (from >= log->n)
-    return;
-  if ((batch = lc__calloc(log->n - from, sizeof(*batch))) != NULL)
-    while (i < log->n) { /* a run of one host's entries at a time (they come so) */
-      lc_runtime *rt = log->v[i].rt;
-      size_t nb = 0;
-      for (; i < log->n && log->v[i].rt == rt; i++)
-        batch[nb++] = log->v[i].port;
-      relay_drop(rt, batch, nb);
-    }
-  free(batch);
-  log->n = from;
-}
-
-void lc__relaylog_drop_port(lc__relaylog *log, int port, lc_runtime *rt) {
-  size_t k = 0;
-  for (size_t i = 0; i < log->n; i++) {
-    if (log->v[i].port == port && (rt == NULL || log->v[i].rt == rt)) {
-      relay_drop(log->v[i].rt, &port, 1);
+/* Drops log's entries from index from on, those of the ports (sorted; on rt, or on every host
+ * when rt is NULL) or all of them (ports NULL): one pass, each relay told in lines of a run of
+ * its entries (they come so, one host's after another's). */
+static void log_drop(lc__relaylog *log, size_t from, const int *ports, size_t n, lc_runtime *rt) {
+  int batch[RELAY_LINE_PORTS];
+  lc_runtime *brt = NULL;
+  size_t k = from, nb = 0;
+  for (size_t i = from; i < log->n; i++) {
+    lc__relayed e = log->v[i];
+    if (ports != NULL && ((rt != NULL && e.rt != rt) || !lc__int_sorted_has(ports, n, e.port))) {
+      log->v[k++] = e;
       continue;
     }
-    log->v[k++] = log->v[i];
+    if (nb > 0 && (e.rt != brt || nb == RELAY_LINE_PORTS)) {
+      relay_drop(brt, batch, nb);
+      nb = 0;
+    }
+    brt = e.rt;
+    batch[nb++] = e.port;
   }
+  if (nb > 0)
+    relay_drop(brt, batch, nb);
   log->n = k;
+}
+
+void lc__relaylog_drop(lc__relaylog *log, size_t from) { log_drop(log, from, NULL, 0, NULL); }
+
+void lc__relaylog_drop_ports(lc__relaylog *log, const int *ports, size_t n, lc_runtime *rt) {
+  log_drop(log, 0, ports, n, rt);
 }
 
 void lc__relaylog_free(lc__relaylog *log) {

@@ -441,8 +441,9 @@ void lc__meshrelay_end_begin(lc_runtime *rt);
 void lc__meshrelay_free(lc_runtime *rt);
 /* Drops log's entries from index from on (each relay stops listening on them). */
 void lc__relaylog_drop(lc__relaylog *log, size_t from);
-/* Drops the entries of port (on rt, or on every host when rt is NULL). */
-void lc__relaylog_drop_port(lc__relaylog *log, int port, lc_runtime *rt);
+/* Drops the entries of the ports (sorted ascending) on rt, or on every host when rt is NULL: one
+ * pass over the log, whatever n (a scale-down of many workers is not quadratic in them). */
+void lc__relaylog_drop_ports(lc__relaylog *log, const int *ports, size_t n, lc_runtime *rt);
 /* lc__relaylog_drop(log, 0) and frees it. */
 void lc__relaylog_free(lc__relaylog *log);
 

@@ -17,6 +17,33 @@ void *lc__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size :
 void *lc__realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
 void lc_free(void *ptr) { free(ptr); }
 
+static int int_cmp(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+void lc__int_sort(int *v, size_t n) {
+  if (n > 1)
+    qsort(v, n, sizeof(*v), int_cmp);
+}
+
+size_t lc__int_lower_bound(const int *v, size_t n, int x) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v[mid] < x)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+int lc__int_sorted_has(const int *v, size_t n, int x) {
+  size_t i = lc__int_lower_bound(v, n, x);
+  return i < n && v[i] == x;
+}
+
 void *lc__grow(void *items, size_t *cap, size_t need, size_t size, size_t first) {
   size_t n = *cap ? *cap : first ? first : 1;
   void *v;

@@ -204,6 +204,8 @@ void lc__cluster_drop_forwards(lc_cluster *c, size_t from);
  * port, on this machine and on the hosts): drops the forwards of port (on rt only, or everywhere
  * when rt is NULL), releases port, tells whether rt has a forward of port. */
 void lc__cluster_drop_port_forwards(lc_cluster *c, int port, lc_runtime *rt);
+/* The same for many ports (sorted ascending) in one pass over the forwards and the relay log. */
+void lc__cluster_drop_ports_forwards(lc_cluster *c, const int *ports, size_t n, lc_runtime *rt);
 void lc__cluster_release_port(lc_cluster *c, int port);
 int lc__cluster_has_forward(const lc_cluster *c, lc_runtime *rt, int port);
 /* A port from the worker ranges free on every connected host and here, reserved. */

@@ -157,18 +157,24 @@ static int forward_of(const lc_forward *f, int port, const lc_runtime *rt) {
   return f->port == port && f->target_port == port && (rt == NULL || f->rt == rt);
 }
 
-void lc__cluster_drop_port_forwards(lc_cluster *c, int port, lc_runtime *rt) {
+void lc__cluster_drop_ports_forwards(lc_cluster *c, const int *ports, size_t n, lc_runtime *rt) {
   size_t k = 0;
-  if (port <= 0)
+  if (n == 0)
     return;
   for (size_t i = 0; i < c->fwds.n; i++) {
-    if (forward_of(c->fwds.v[i], port, rt))
-      lc_forward_free(c->fwds.v[i]);
+    lc_forward *f = c->fwds.v[i];
+    if (forward_of(f, f->port, rt) && lc__int_sorted_has(ports, n, f->port))
+      lc_forward_free(f);
     else
-      c->fwds.v[k++] = c->fwds.v[i];
+      c->fwds.v[k++] = f;
   }
   c->fwds.n = k;
-  lc__relaylog_drop_port(&c->relayed, port, rt);
+  lc__relaylog_drop_ports(&c->relayed, ports, n, rt);
+}
+
+void lc__cluster_drop_port_forwards(lc_cluster *c, int port, lc_runtime *rt) {
+  if (port > 0)
+    lc__cluster_drop_ports_forwards(c, &port, 1, rt);
 }
 
 void lc__cluster_release_port(lc_cluster *c, int port) {

@@ -28,19 +28,30 @@ static void retire(lc_cluster *c, size_t first, size_t n) {
   free(idx);
 }
 
-/* Workers first.. stop (all at once) and go: tunnels, ports, directories, records. */
+/* Workers first.. stop (all at once) and go: tunnels (of all of them in one pass), ports,
+ * directories, records. */
 static void remove_from(lc_cluster *c, size_t first) {
+  int *ports = lc__calloc(c->nworkers - first, sizeof(*ports));
+  size_t np = 0;
   for (size_t i = first; i < c->nworkers; i++)
     if (c->workers[i].proc != NULL)
       lc_process_stop(c->workers[i].proc);
   for (size_t i = first; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
     lc__worker_end_process(w);
-    if (!c->w->portless) {
+    if (c->w->portless || w->info.port <= 0)
+      continue;
+    if (ports != NULL)
+      ports[np++] = w->info.port;
+    else /* out of memory: one at a time */
       lc__cluster_drop_port_forwards(c, w->info.port, NULL);
-      lc__cluster_release_port(c, w->info.port);
-      lc__cluster_release_port(c, w->info.aux_port);
-    }
+  }
+  lc__int_sort(ports, np);
+  lc__cluster_drop_ports_forwards(c, ports, np, NULL);
+  free(ports);
+  for (size_t i = first; i < c->nworkers && !c->w->portless; i++) {
+    lc__cluster_release_port(c, c->workers[i].info.port);
+    lc__cluster_release_port(c, c->workers[i].info.aux_port);
   }
   lc__workers_remove_dirs(c, first, c->nworkers);
   while (c->nworkers > first) {

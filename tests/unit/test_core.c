@@ -263,6 +263,40 @@ static void test_grow(void) {
   free(v);
 }
 
+/* The mesh relay's log (what a cluster listened on through which host's relay): drops by port,
+ * on one host or all, and from a mark, keep the other entries in their order. Runtimes without
+ * a relay: the log alone (meshrelay.c tells no helper then). */
+static void test_relaylog(void) {
+  lc_runtime *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
+  lc__relaylog log = {0};
+  const int p25[] = {2, 5}, p3[] = {3};
+  LC_REQUIRE(a != NULL && b != NULL);
+  for (int k = 0; k < 8; k++) { /* a: 1 2 3, then b: 4 5 1 2 3 */
+    lc__relayed *v = lc__grow(log.v, &log.cap, log.n + 1, sizeof(*v), 4);
+    LC_REQUIRE(v != NULL);
+    log.v = v;
+    log.v[log.n++] = (lc__relayed){k < 3 ? a : b, k < 5 ? k + 1 : k - 4};
+  }
+  /* 2 and 5 on every host: a 1 3, b 4 1 3 */
+  lc__relaylog_drop_ports(&log, p25, 2, NULL);
+  LC_REQUIRE(log.n == 5);
+  LC_CHECK(log.v[0].rt == a && log.v[0].port == 1 && log.v[1].rt == a && log.v[1].port == 3);
+  LC_CHECK(log.v[2].rt == b && log.v[2].port == 4 && log.v[3].port == 1 && log.v[4].port == 3);
+  /* 3 on a alone: a 1, b 4 1 3 */
+  lc__relaylog_drop_ports(&log, p3, 1, a);
+  LC_REQUIRE(log.n == 4);
+  LC_CHECK(log.v[0].rt == a && log.v[0].port == 1 && log.v[1].rt == b && log.v[1].port == 4);
+  LC_CHECK(log.v[3].rt == b && log.v[3].port == 3);
+  lc__relaylog_drop_ports(&log, p3, 0, NULL); /* no ports: nothing */
+  LC_CHECK(log.n == 4);
+  lc__relaylog_drop(&log, 2); /* from a mark: a 1, b 4 */
+  LC_CHECK(log.n == 2 && log.v[1].rt == b && log.v[1].port == 4);
+  lc__relaylog_free(&log);
+  LC_CHECK(log.n == 0);
+  free(a);
+  free(b);
+}
+
 static void test_compose(void) {
   const char *env[] = {"A=x y", "B=it's $HOME", "C=", "D=secret-token", NULL};
   lc_exec_options o = LC_EXEC_OPTIONS_INIT;
@@ -632,7 +666,7 @@ static void test_lifeline_sweep_alone(void) {
 
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
-             LC_TEST(test_buf), LC_TEST(test_grow), LC_TEST(test_compose),
+             LC_TEST(test_buf), LC_TEST(test_grow), LC_TEST(test_relaylog), LC_TEST(test_compose),
              LC_TEST(test_lifeline_ends_on_eof), LC_TEST(test_lifeline_heartbeat_in_every_shell),
              LC_TEST(test_lifeline_input), LC_TEST(test_transfer_scripts),
              LC_TEST(test_write_file_planted_symlink), LC_TEST(test_signal_names),
