@@ -37,6 +37,7 @@ struct lc_engine {
   uv_check_t linger_check;       /* [engine]: the last turn's wait for let-go processes */
   uv_timer_t linger_timer;
   int linger_killed;
+  uint64_t changes; /* [atomic]: lc__engine_changed */
 };
 
 void lc_engine_options_init(lc_engine_options *opts) {
@@ -350,7 +351,14 @@ int lc__engine_on_thread(const lc_engine *e) {
 
 void lc__engine_lock(lc_engine *e) { pthread_mutex_lock(&e->mu); }
 void lc__engine_unlock(lc_engine *e) { pthread_mutex_unlock(&e->mu); }
-void lc__engine_broadcast(lc_engine *e) { pthread_cond_broadcast(&e->cv); }
+void lc__engine_changed(lc_engine *e) { __atomic_add_fetch(&e->changes, 1, __ATOMIC_RELEASE); }
+
+uint64_t lc__engine_changes(lc_engine *e) { return __atomic_load_n(&e->changes, __ATOMIC_ACQUIRE); }
+
+void lc__engine_broadcast(lc_engine *e) {
+  lc__engine_changed(e);
+  pthread_cond_broadcast(&e->cv);
+}
 
 int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms) {
   struct timespec deadline;

@@ -79,8 +79,13 @@ void lc__engine_unlock(lc_engine *e);
 /* Waits on the engine's condition until *flag is set or timeout_ms passes (negative: forever).
  * Must hold the lock. Returns 0 or -ETIMEDOUT. */
 int lc__engine_wait(lc_engine *e, const int *flag, int timeout_ms);
-/* Wakes every waiter; call with the lock held after setting a flag. */
+/* Wakes every waiter; call with the lock held after setting a flag. Counts as a change. */
 void lc__engine_broadcast(lc_engine *e);
+/* Counts a change that pollers of the engine's state look for (a process ended, a helper's line
+ * came, a connection came or went); any thread. lc__engine_changes: the count so far, so that a
+ * poller (lc_cluster_wait's repair) looks at everything only when it moved. */
+void lc__engine_changed(lc_engine *e);
+uint64_t lc__engine_changes(lc_engine *e);
 
 /* What the peer check of our listeners keeps (peer.c), engine thread only: who may connect
  * (an lc_peers), the engine's owner (the real uid at lc_engine_new), the NETLINK_SOCK_DIAG socket

@@ -101,7 +101,11 @@ static const char helper_pl[] =
     "  my ($port) = @_;\n"
     "  for (1 .. 64) {\n"
     "    my $cl;\n"
-    "    accept($cl, $L{$port}) or return;\n"
+    /* out of descriptors: the port stays readable, so a pause, not a spin, until some close */
+    "    if (!accept($cl, $L{$port})) {\n"
+    "      select(undef, undef, undef, 0.05) if $!{EMFILE} || $!{ENFILE};\n"
+    "      return;\n"
+    "    }\n"
     "    my ($o) = lsock(AF_INET, '127.1.' . ($port >> 8) . '.' . ($port & 255), 0);\n"
     "    if (!$o) { close $cl; next }\n"
     "    nb($cl);\n"

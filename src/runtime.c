@@ -161,6 +161,7 @@ void lc__runtime_connected(lc_runtime *rt, const lc__err *err) {
   if (err == NULL || err->code == 0) {
     uint64_t every = (uint64_t)rt->opts.heartbeat_timeout_ms / 3;
     __atomic_store_n(&rt->connected, 1, __ATOMIC_RELEASE);
+    lc__engine_changed(rt->engine);
     lost_sweep_start(rt);
     if (!rt->heartbeat_started) {
       uv_timer_init(lc__engine_loop(rt->engine), &rt->heartbeat);
@@ -196,6 +197,7 @@ void lc__runtime_lost(lc_runtime *rt, const lc__err *err) {
   if (__atomic_load_n(&rt->lost_state, __ATOMIC_ACQUIRE) == LC__LOST_FAILED)
     __atomic_store_n(&rt->lost_state, LC__LOST_NONE, __ATOMIC_RELEASE);
   __atomic_store_n(&rt->connected, 0, __ATOMIC_RELEASE);
+  lc__engine_changed(rt->engine);
 }
 
 /*
@@ -301,6 +303,7 @@ static void close_fn(lc__call *c) {
   lc_runtime *rt = ((rt_call *)c)->rt;
   rt->call = c;
   __atomic_store_n(&rt->connected, 0, __ATOMIC_RELEASE);
+  lc__engine_changed(rt->engine);
   /* Forwards stop here; their handles stay valid for lc_forward_free. */
   for (lc_forward *f = rt->forwards; f != NULL; f = f->next) {
     if (f->listener != NULL) {
@@ -1131,6 +1134,15 @@ int lc_process_wait(lc_exec_result *out, lc_process *p, int timeout_ms) {
   if (r < 0)
     return lc__err_raise(&p->err);
   return 0;
+}
+
+int lc__process_finished(lc_process *p, lc_exec_result *out) {
+  int finished;
+  lc__engine_lock(p->engine);
+  if ((finished = p->finished) != 0 && out != NULL)
+    *out = p->result;
+  lc__engine_unlock(p->engine);
+  return finished;
 }
 
 long lc_process_pid(const lc_process *p) {

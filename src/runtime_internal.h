@@ -489,6 +489,9 @@ int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *comman
  * three, then lc_process_free. All accept NULL and do nothing for a process without a lifeline.
  * Any thread but the engine's. */
 uint64_t lc__process_end_deadline(const lc_process *p);
+/* Whether p has finished (its result into *out, when not NULL): a look, as lc_process_wait(out,
+ * p, 0) without its error text, for pollers that look at many processes often. */
+int lc__process_finished(lc_process *p, lc_exec_result *out);
 void lc__process_end_begin(lc_process *p);
 void lc__process_end_wait(lc_process *p, uint64_t deadline);
 void lc__process_free_awaited(lc_process *p);

@@ -132,7 +132,10 @@ struct lc_cluster {
   lc_runtime **staged; /* the hosts prepare_host has prepared (prepare.c) */
   size_t nstaged;
   /* repair (repair.c) */
-  int master_backoff;         /* the master ended and starts again at master_next_start */
+  uint64_t look_changes; /* the engine's changes at the last whole look (lc__engine_changes) */
+  uint64_t look_at;      /* lc__now_ms of the last whole look */
+  int look_busy;         /* at the last whole look, something waited on time (a lost host...) */
+  int master_backoff;    /* the master ended and starts again at master_next_start */
   uint64_t master_next_start; /* lc__now_ms */
   int master_restarts;        /* over the cluster's life */
   lc__restart_log master_restart_log;

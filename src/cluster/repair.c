@@ -257,7 +257,7 @@ static int master_restart(lc_cluster *c) {
 static int ended(lc_process *p, lc_exec_result *res) {
   res->exit_status = -1;
   res->signal = 0;
-  return p != NULL && lc_process_wait(res, p, 0) != -ETIMEDOUT;
+  return p != NULL && lc__process_finished(p, res);
 }
 
 void lc__repair_started(lc_cluster *c) {
@@ -265,8 +265,49 @@ void lc__repair_started(lc_cluster *c) {
     c->ttl_end = lc__now_ms() + (uint64_t)c->opts.ttl_ms;
 }
 
-int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending) {
+/*
+ * Whether this look is a whole one (every host, every process: ~1,300 lock round trips for 1,024
+ * workers on 256 hosts, several times a second for as long as the cluster runs): when the
+ * engine counted a change since the last whole look (a process ended, a helper's line, a
+ * connection came or went: lc__engine_changed), when something waits on time (a lost host, a
+ * worker waiting or backing off, the master's backoff), and at least every LOOK_WHOLE_MS, in
+ * case a change came by a way that is not counted. Between them nothing the look acts on
+ * changed; the restarts that are due are still seen at every look.
+ */
+#define LOOK_WHOLE_MS 1000
+
+static int whole_look(lc_cluster *c, uint64_t now) {
+  uint64_t changes = lc__engine_changes(lc__group_engine(c->group));
+  if (changes == c->look_changes && !c->look_busy && now < c->look_at + LOOK_WHOLE_MS)
+    return 0;
+  c->look_changes = changes; /* before the look: a change during it makes the next one whole */
+  c->look_at = now;
+  return 1;
+}
+
+/* The hosts (lc__hosts_tick), then the ends: the master's first, then the workers' in order
+ * (each call reports one). */
+static int look_at_all(lc_cluster *c) {
   lc_exec_result res;
+  int r;
+  if ((r = lc__hosts_tick(c)) < 0)
+    return r;
+  if (c->master_proc != NULL && !c->master_reported && ended(c->master_proc, &res) &&
+      (r = master_ended(c, &res)) < 0)
+    return r;
+  for (size_t i = 0; i < c->nworkers; i++) {
+    lc__worker *w = &c->workers[i];
+    if (w->proc == NULL || w->stopped || w->reported || !ended(w->proc, &res))
+      continue;
+    if (lc__hosts_took(c, w))
+      continue;
+    if ((r = worker_ended(c, w, &res)) < 0)
+      return r;
+  }
+  return 0;
+}
+
+int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending) {
   uint64_t now = lc__now_ms();
   int r;
 
@@ -282,20 +323,9 @@ int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending) {
     lc__cluster_note(c, "the cluster's time limit of %s is up", limit);
     return lc__error_set(-ETIME, "the cluster's time limit of %s is up", limit);
   }
-  if ((r = lc__hosts_tick(c)) < 0)
+  if (whole_look(c, now) && (r = look_at_all(c)) < 0) {
+    c->look_at = 0; /* it stopped at one end to report: the next look goes on from there */
     return r;
-  /* ends: the master's first, then the workers' in order (each call reports one) */
-  if (c->master_proc != NULL && !c->master_reported && ended(c->master_proc, &res) &&
-      (r = master_ended(c, &res)) < 0)
-    return r;
-  for (size_t i = 0; i < c->nworkers; i++) {
-    lc__worker *w = &c->workers[i];
-    if (w->proc == NULL || w->stopped || w->reported || !ended(w->proc, &res))
-      continue;
-    if (lc__hosts_took(c, w))
-      continue;
-    if ((r = worker_ended(c, w, &res)) < 0)
-      return r;
   }
   /* restarts that are due: the master's first (its workers may need it) */
   if (c->master_backoff && lc__now_ms() >= c->master_next_start && (r = master_restart(c)) < 0)
@@ -313,6 +343,9 @@ int lc__repair_look(lc_cluster *c, uint64_t *due, int *pending) {
     *pending = 1;
     *due = c->master_next_start;
   }
+  c->look_busy = *pending || c->master_backoff;
+  for (size_t i = 0; i < c->nhosts && !c->look_busy; i++)
+    c->look_busy = c->hosts[i].lost;
   for (size_t i = 0; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
     if (w->stopped)
