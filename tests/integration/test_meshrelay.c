@@ -162,21 +162,26 @@ static int no_relay_on(int i) {
   return 0;
 }
 
+/* How many lines of `ss ARGS` on host i hold both a and b (b NULL: a alone); -1 on failure. */
+static int ss_lines(int i, const char *args, const char *a, const char *b) {
+  char cmd[4096], line[512];
+  FILE *p;
+  int n = 0;
+  snprintf(cmd, sizeof(cmd), "%s exec %d --dir %s -- ss %s", th_script(), i, th_dir(), args);
+  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
+    return -1;
+  while (fgets(line, sizeof(line), p) != NULL)
+    n += strstr(line, a) != NULL && (b == NULL || strstr(line, b) != NULL);
+  pclose(p);
+  return n;
+}
+
 /* Who listens on port on host i, by process name ("perl", "sshd"), from `ss -ltnpH`. */
 static int listener_is(int i, int port, const char *name) {
-  char cmd[4096], line[512], addr[64], want[96];
-  FILE *p;
-  int found = 0;
-  snprintf(cmd, sizeof(cmd), "%s exec %d --dir %s -- ss -ltnpH", th_script(), i, th_dir());
+  char addr[64], want[96];
   snprintf(addr, sizeof(addr), "127.0.0.1:%d ", port);
   snprintf(want, sizeof(want), "((\"%s\"", name);
-  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
-    return 0;
-  while (fgets(line, sizeof(line), p) != NULL)
-    if (strstr(line, addr) != NULL && strstr(line, want) != NULL)
-      found = 1;
-  pclose(p);
-  return found;
+  return ss_lines(i, "-ltnpH", addr, want) > 0;
 }
 
 /* Runs sh text as root in host i's namespaces; its exit status. */
@@ -300,18 +305,7 @@ static int echo_start(void) {
 }
 
 /* How many TCP connections the relay's perl holds on host i, from `ss -tnpH`. */
-static int perl_conns(int i) {
-  char cmd[4096], line[512];
-  FILE *p;
-  int n = 0;
-  snprintf(cmd, sizeof(cmd), "%s exec %d --dir %s -- ss -tnpH", th_script(), i, th_dir());
-  if ((p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
-    return -1;
-  while (fgets(line, sizeof(line), p) != NULL)
-    n += strstr(line, "((\"perl\"") != NULL;
-  pclose(p);
-  return n;
-}
+static int perl_conns(int i) { return ss_lines(i, "-tnpH", "((\"perl\"", NULL); }
 
 #define NSTREAM 16
 #define STREAM_BYTES (1 << 20)
