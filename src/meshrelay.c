@@ -430,13 +430,37 @@ int lc__meshrelay_has(lc_runtime *rt, int port) {
   return has;
 }
 
-static int log_add(lc__relaylog *log, lc_runtime *rt, int port) {
-  lc__relayed *v = lc__grow(log->v, &log->cap, log->n + 1, sizeof(*v), 256);
+int lc__relaylog_add(lc__relaylog *log, lc_runtime *rt, int port) {
+  uint16_t *v = lc__grow(log->port, &log->cap, log->n + 1, sizeof(*v), 256);
   if (v == NULL)
     return lc__error_set(-ENOMEM, "out of memory");
-  log->v = v;
-  log->v[log->n++] = (lc__relayed){.rt = rt, .port = port};
+  log->port = v;
+  if (log->nrun == 0 || log->run[log->nrun - 1].rt != rt) {
+    lc__relayrun *r = lc__grow(log->run, &log->rcap, log->nrun + 1, sizeof(*r), 16);
+    if (r == NULL)
+      return lc__error_set(-ENOMEM, "out of memory");
+    log->run = r;
+    log->run[log->nrun++] = (lc__relayrun){.rt = rt, .first = log->n};
+  }
+  log->port[log->n++] = (uint16_t)port;
   return 0;
+}
+
+/* The run that entry i (< log->n) falls in: the last one that starts at or before it. */
+static size_t log_run_of(const lc__relaylog *log, size_t i) {
+  size_t lo = 0, hi = log->nrun;
+  while (hi - lo > 1) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (log->run[mid].first <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+lc_runtime *lc__relaylog_rt(const lc__relaylog *log, size_t i) {
+  return log->run[log_run_of(log, i)].rt;
 }
 
 /* The host's new ports (those its relay does not listen on yet) into the set: they route from
@@ -569,7 +593,7 @@ int lc__meshrelay_listen_many(lc_runtime *const *rts, size_t nh, int *const *por
     }
     relayed[i] = 1;
     for (size_t k = 0; log != NULL && k < nfresh[i] && r == 0; k++)
-      r = log_add(log, rts[i], fresh[i][k]);
+      r = lc__relaylog_add(log, rts[i], fresh[i][k]);
     if (r < 0)
       goto out;
   }
@@ -646,24 +670,40 @@ static void relay_drop(lc_runtime *rt, const int *ports, size_t n) {
  * its entries (they come so, one host's after another's). */
 static void log_drop(lc__relaylog *log, size_t from, const int *ports, size_t n, lc_runtime *rt) {
   int batch[RELAY_LINE_PORTS];
-  lc_runtime *brt = NULL;
-  size_t k = from, nb = 0;
+  lc_runtime *brt = NULL, *last = NULL;
+  size_t k = from, nb = 0, j, nr;
+  if (from >= log->n)
+    return;
+  /* the runs before from's stay; so does from's own when entries before from are in it. Runs
+   * are rewritten at nr <= j, behind the one being read. */
+  j = log_run_of(log, from);
+  nr = log->run[j].first < from ? j + 1 : j;
+  last = nr > 0 ? log->run[nr - 1].rt : NULL;
   for (size_t i = from; i < log->n; i++) {
-    lc__relayed e = log->v[i];
-    if (ports != NULL && ((rt != NULL && e.rt != rt) || !lc__int_sorted_has(ports, n, e.port))) {
-      log->v[k++] = e;
+    lc_runtime *ert;
+    int port = log->port[i];
+    while (j + 1 < log->nrun && log->run[j + 1].first <= i)
+      j++;
+    ert = log->run[j].rt;
+    if (ports != NULL && ((rt != NULL && ert != rt) || !lc__int_sorted_has(ports, n, port))) {
+      if (nr == 0 || last != ert) {
+        log->run[nr++] = (lc__relayrun){.rt = ert, .first = k};
+        last = ert;
+      }
+      log->port[k++] = (uint16_t)port;
       continue;
     }
-    if (nb > 0 && (e.rt != brt || nb == RELAY_LINE_PORTS)) {
+    if (nb > 0 && (ert != brt || nb == RELAY_LINE_PORTS)) {
       relay_drop(brt, batch, nb);
       nb = 0;
     }
-    brt = e.rt;
-    batch[nb++] = e.port;
+    brt = ert;
+    batch[nb++] = port;
   }
   if (nb > 0)
     relay_drop(brt, batch, nb);
   log->n = k;
+  log->nrun = nr;
 }
 
 void lc__relaylog_drop(lc__relaylog *log, size_t from) { log_drop(log, from, NULL, 0, NULL); }
@@ -674,6 +714,7 @@ void lc__relaylog_drop_ports(lc__relaylog *log, const int *ports, size_t n, lc_r
 
 void lc__relaylog_free(lc__relaylog *log) {
   lc__relaylog_drop(log, 0);
-  free(log->v);
+  free(log->port);
+  free(log->run);
   memset(log, 0, sizeof(*log));
 }

@@ -60,11 +60,16 @@ typedef struct lc__listener {
 
 /* What one host's listing said (ss's or /proc/net/tcp's), read line by line. */
 typedef struct lc__portscan {
-  uint8_t listening[65536 / 8]; /* bit p: port p listens (state 0A) on some address */
-  size_t headers;               /* header lines ("sl local_address ..."): 1 per file read */
-  size_t entries;               /* socket lines understood, in any state */
-  size_t skipped;               /* other lines: garbage, truncated, malformed */
-  int has_uid;                  /* an "lc-uid N" line came: uid is who read the listing */
+  /* the ports that listen (state 0A) on some address, ascending, each once (lc__portscan_add):
+   * a host listens on tens of ports, a mesh host on its W, not on 65,536 (a bitmap of 8 KiB for
+   * each of the hosts' scans that are kept at once: 1 MiB at 64 hosts) */
+  uint16_t *listen;
+  size_t nlisten, listen_cap;
+  int nomem; /* a port could not be kept: the scan is incomplete (lc__portscan_to_ports fails) */
+  size_t headers; /* header lines ("sl local_address ..."): 1 per file read */
+  size_t entries; /* socket lines understood, in any state */
+  size_t skipped; /* other lines: garbage, truncated, malformed */
+  int has_uid;    /* an "lc-uid N" line came: uid is who read the listing */
   unsigned long uid;
   uint64_t loopback; /* with has_uid: the line's LOOPBACK (lc__loopback_id) */
   /* in detail, the caller's to set (NULL: nothing kept): the listeners of the watched ports go
@@ -81,6 +86,15 @@ typedef struct lc__portscan {
   uint32_t *heads, *next;
   size_t mask;
 } lc__portscan;
+
+/* Adds port to s's listening ports. Returns 0 or -ENOMEM (then s->nomem is set). */
+int lc__portscan_add(lc__portscan *s, int port);
+/* Whether port listens in s. */
+int lc__portscan_listens(const lc__portscan *s, int port);
+/* Frees s's listening ports (found and its index are the caller's). */
+void lc__portscan_clear(lc__portscan *s);
+/* lc__portscan_clear, then free(s) (s from lc__calloc); NULL is fine. */
+void lc__portscan_free(lc__portscan *s);
 
 /* Gives s (found, found_cap and found_max set) its index by port; lc__portscan_unindex frees
  * it. Without one every look walks all of found. Returns 0 or -ENOMEM. */

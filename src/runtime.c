@@ -100,7 +100,7 @@ static void runtime_release(lc_runtime *rt) {
   free(rt->ssh_config);
   free(rt->workdir_root);
   free(rt->workdir);
-  free(rt->fresh_listing);
+  lc__portscan_free(rt->fresh_listing);
   free(rt->lost_ids);
   free(rt);
 }

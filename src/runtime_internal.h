@@ -402,15 +402,24 @@ void lc__forwards_free(lc_forward **v, size_t n);
  * caller at a time (a cluster's).
  */
 /* The ports relayed on each host, in the order they were added, so that a failed step can drop
- * what it added (lc__relaylog_drop from a mark, n). */
-typedef struct lc__relayed {
+ * what it added (lc__relaylog_drop from a mark, n). A mesh adds W ports on each of H hosts, one
+ * host's after another's: entry i is port[i] on the runtime of the run it falls in (run[j] holds
+ * entries run[j].first up to the next run's first), 2 bytes an entry, not a pointer each (a
+ * 1,024-worker mesh on 256 hosts: 262,144 entries). */
+typedef struct lc__relayrun {
   lc_runtime *rt;
-  int port;
-} lc__relayed;
+  size_t first;
+} lc__relayrun;
 typedef struct lc__relaylog {
-  lc__relayed *v;
-  size_t n, cap;
+  uint16_t *port;
+  lc__relayrun *run;
+  size_t n, cap;     /* entries */
+  size_t nrun, rcap; /* runs */
 } lc__relaylog;
+/* Appends port on rt. Returns 0 or -ENOMEM (the log as it was). */
+int lc__relaylog_add(lc__relaylog *log, lc_runtime *rt, int port);
+/* Entry i's runtime (i < log->n). */
+lc_runtime *lc__relaylog_rt(const lc__relaylog *log, size_t i);
 /*
  * Listens on each host rts[i] for ports[i][0..count[i]) through its relay (made when it has
  * none). relayed[i] says, per host, whether its relay took them; a host whose relay cannot be

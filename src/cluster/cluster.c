@@ -405,7 +405,7 @@ static int cluster_start(lc_cluster *c, int n) {
   if (r == 0)
     r = lc__cluster_canceled(c); /* a cancel that came too late to stop a step still undoes */
 out:
-  free(sc.per);
+  lc__hostscan_free(&sc);
   if (r < 0) {
     char saved[LC_ERRMSG_MAX];
     if (r != LC_ECANCELED && atomic_load(&c->canceled)) /* a step failed because of it */

@@ -158,6 +158,7 @@ struct lc_cluster {
 /* Every group runtime's listening ports, one listing each and all at once. */
 typedef struct lc__hostscan {
   lc__portscan *per; /* one per group runtime, in group order */
+  size_t n;
 } lc__hostscan;
 
 /* One start of workers: what undoing it needs. */
@@ -223,6 +224,8 @@ const char *lc__cluster_port_taken_where(lc_cluster *c, int port);
 int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges);
 int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc);
 int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port);
+/* Frees what sc holds (a scan that failed too). */
+void lc__hostscan_free(lc__hostscan *sc);
 size_t lc__cluster_host_index(lc_cluster *c, lc_runtime *rt);
 int lc__cluster_pick_from_scan(lc_cluster *c, const lc__hostscan *sc, const lc_ports *ranges,
                                int *out, size_t n);

@@ -87,13 +87,22 @@ int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc) {
   }
   for (size_t i = 0; i < n; i++)
     rts[i] = lc_group_at(c->group, i);
+  sc->n = n;
   r = lc__ports_scan(sc->per, rts, n, 10000);
   free(rts);
   return r;
 }
 
+void lc__hostscan_free(lc__hostscan *sc) {
+  for (size_t i = 0; sc->per != NULL && i < sc->n; i++)
+    lc__portscan_clear(&sc->per[i]);
+  free(sc->per);
+  sc->per = NULL;
+  sc->n = 0;
+}
+
 int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port) {
-  return (sc->per[i].listening[port / 8] >> (port % 8)) & 1;
+  return lc__portscan_listens(&sc->per[i], port);
 }
 
 /* Called for every worker in loops over the hosts (readiness, context, placement): the
@@ -147,7 +156,7 @@ int lc__cluster_pick_ports(lc_cluster *c, const lc__hostscan *given, int *out, s
     return lc__cluster_pick_from_scan(c, given, c->worker_ports, out, n);
   if ((r = lc__cluster_scan(c, &sc)) == 0)
     r = lc__cluster_pick_from_scan(c, &sc, c->worker_ports, out, n);
-  free(sc.per);
+  lc__hostscan_free(&sc);
   return r;
 }
 

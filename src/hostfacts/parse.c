@@ -399,6 +399,6 @@ out:
   vfs_free(&ft.fs);
   lc__buf_free(&ft.probe);
   lc__buf_free(&ft.smi);
-  free(ft.scan);
+  lc__portscan_free(ft.scan);
   return r;
 }

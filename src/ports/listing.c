@@ -58,6 +58,7 @@ static int listing_watch(listing *l, const int *ports, size_t n) {
 }
 
 static void listing_unwatch(listing *l) {
+  lc__portscan_clear(&l->scan);
   free(l->cmd);
   l->cmd = NULL;
   free(l->watch);
@@ -185,6 +186,8 @@ static void listing_finish(listing *l, uint64_t deadline, int timeout_ms) {
     listing_fail(l, r, lc_error_last());
   } else {
     listing_judge(l, &res);
+    if (l->rc == 0 && l->scan.nomem)
+      listing_fail(l, -ENOMEM, "out of memory");
   }
   lc_process_free(l->proc); /* ends it when it timed out */
   l->proc = NULL;
@@ -207,6 +210,7 @@ int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms) {
     lc__error_set(r, "%s", l->msg);
   else
     r = lc__portscan_to_ports(out, &l->scan);
+  lc__portscan_clear(&l->scan);
   free(l);
   return r;
 }
@@ -216,12 +220,13 @@ int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening) {
   if (s == NULL)
     return -ENOMEM;
   s->headers = 2;
-  for (size_t i = 0; i < lc_ports_count(listening); i++) {
-    int p = lc_ports_at(listening, i);
-    s->listening[p / 8] |= (uint8_t)(1u << (p % 8));
-  }
+  for (size_t i = 0; i < lc_ports_count(listening); i++)
+    if (lc__portscan_add(s, lc_ports_at(listening, i)) < 0) {
+      lc__portscan_free(s);
+      return -ENOMEM;
+    }
   __atomic_store_n(&rt->fresh_listing_at, lc__now_ms(), __ATOMIC_RELAXED);
-  free(__atomic_exchange_n(&rt->fresh_listing, s, __ATOMIC_ACQ_REL));
+  lc__portscan_free(__atomic_exchange_n(&rt->fresh_listing, s, __ATOMIC_ACQ_REL));
   return 0;
 }
 
@@ -230,7 +235,7 @@ static lc__portscan *take_fresh(lc_runtime *rt) {
   uint64_t at = __atomic_load_n(&rt->fresh_listing_at, __ATOMIC_RELAXED);
   lc__portscan *s = __atomic_exchange_n(&rt->fresh_listing, NULL, __ATOMIC_ACQ_REL);
   if (s != NULL && lc__now_ms() - at > LC__FRESH_LISTING_MS) {
-    free(s);
+    lc__portscan_free(s);
     s = NULL;
   }
   return s;
@@ -412,8 +417,8 @@ int lc_ports_common_free(int *out, lc_runtime *const *rts, size_t n, const lc_po
       r = lc__error_set(ls[i].rc, "%s", ls[i].msg);
       goto out;
     }
-    for (size_t b = 0; b < 65536 / 8; b++)
-      taken[b] |= ls[i].scan.listening[b];
+    for (size_t k = 0; k < ls[i].scan.nlisten; k++)
+      lc__ports_bit_set(taken, ls[i].scan.listen[k]);
   }
 
   /* The first candidate that passes; checked and reserved under one lock. */
@@ -434,6 +439,8 @@ int lc_ports_common_free(int *out, lc_runtime *const *rts, size_t n, const lc_po
                     why.on_hosts, why.reserved, why.here);
 out:
   free(text);
+  for (size_t i = 0; ls != NULL && i < n; i++)
+    lc__portscan_clear(&ls[i].scan);
   free(ls);
   free(taken);
   return r;

@@ -277,7 +277,7 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
   s->entries++;
   if (listen && port > 0) {
     lc__listener l;
-    lc__ports_bit_set(s->listening, port);
+    lc__portscan_add(s, port);
     if (watched(s, port)) {
       ss_address(&l, line, start, colon);
       l.port = port;
@@ -331,7 +331,7 @@ void lc__portscan_line(lc__portscan *s, const char *line, size_t len) {
     goto skip;
   s->entries++;
   if (state == 0x0A && local.port > 0) {
-    lc__ports_bit_set(s->listening, local.port);
+    lc__portscan_add(s, local.port);
     if (watched(s, local.port)) {
       /* "tx_queue:rx_queue tr:tm->when retrnsmt uid ..." */
       skip_blanks(line, len, &i);
@@ -358,22 +358,71 @@ void lc__portscan_text(lc__portscan *s, const char *text, size_t len) {
   }
 }
 
+/* Where port is in s->listen, or would go. */
+static size_t listen_find(const lc__portscan *s, int port) {
+  size_t lo = 0, hi = s->nlisten;
+  if (hi > 0 && s->listen[hi - 1] < port) /* the common case when a listing is in order */
+    return hi;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (s->listen[mid] < port)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+int lc__portscan_add(lc__portscan *s, int port) {
+  size_t i = listen_find(s, port);
+  uint16_t *v;
+  if (port < 1 || port > PORT_MAX || (i < s->nlisten && s->listen[i] == port))
+    return 0;
+  if ((v = lc__grow(s->listen, &s->listen_cap, s->nlisten + 1, sizeof(*v), 16)) == NULL) {
+    s->nomem = 1;
+    return -ENOMEM;
+  }
+  s->listen = v;
+  memmove(v + i + 1, v + i, (s->nlisten - i) * sizeof(*v));
+  v[i] = (uint16_t)port;
+  s->nlisten++;
+  return 0;
+}
+
+int lc__portscan_listens(const lc__portscan *s, int port) {
+  size_t i = listen_find(s, port);
+  return port >= 1 && port <= PORT_MAX && i < s->nlisten && s->listen[i] == port;
+}
+
+void lc__portscan_clear(lc__portscan *s) {
+  free(s->listen);
+  s->listen = NULL;
+  s->nlisten = s->listen_cap = 0;
+  s->nomem = 0;
+}
+
+void lc__portscan_free(lc__portscan *s) {
+  if (s != NULL)
+    lc__portscan_clear(s);
+  free(s);
+}
+
 int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s) {
   lc_ports *p = NULL;
   int r;
+  if (s->nomem)
+    return lc__error_set(-ENOMEM, "out of memory");
   if ((r = lc_ports_new(&p)) < 0)
     return r;
-  for (int port = 1; port <= PORT_MAX; port++) {
-    int last = port;
-    if (!lc__ports_bit_get(s->listening, port))
-      continue;
-    while (last < PORT_MAX && lc__ports_bit_get(s->listening, last + 1))
-      last++;
-    if ((r = lc__ports_add_range(p, port, last)) < 0) {
+  for (size_t k = 0; k < s->nlisten;) { /* runs of consecutive ports as ranges */
+    size_t e = k;
+    while (e + 1 < s->nlisten && s->listen[e + 1] == s->listen[e] + 1)
+      e++;
+    if ((r = lc__ports_add_range(p, s->listen[k], s->listen[e])) < 0) {
       lc_ports_free(p);
       return r;
     }
-    port = last;
+    k = e + 1;
   }
   *out = p;
   return 0;
@@ -407,7 +456,7 @@ const lc__listener *lc__portscan_stranger(const lc__portscan *s, int port) {
 }
 
 int lc__portscan_ours(const lc__portscan *s, int port) {
-  if (port < 1 || port > PORT_MAX || !lc__ports_bit_get(s->listening, port))
+  if (!lc__portscan_listens(s, port))
     return 0;
   if (!s->has_uid || s->watch == NULL || s->found_over > 0)
     return 1; /* cannot tell whose: as before owners were asked */

@@ -19,6 +19,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     lc_ports_free(ports);
   }
-  free(s);
+  lc__portscan_free(s);
   return 0;
 }

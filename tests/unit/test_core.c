@@ -266,31 +266,41 @@ static void test_grow(void) {
 /* The mesh relay's log (what a cluster listened on through which host's relay): drops by port,
  * on one host or all, and from a mark, keep the other entries in their order. Runtimes without
  * a relay: the log alone (meshrelay.c tells no helper then). */
+static int is_entry(const lc__relaylog *log, size_t i, const lc_runtime *rt, int port) {
+  return i < log->n && lc__relaylog_rt(log, i) == rt && log->port[i] == port;
+}
+
 static void test_relaylog(void) {
   lc_runtime *a = calloc(1, sizeof(*a)), *b = calloc(1, sizeof(*b));
   lc__relaylog log = {0};
   const int p25[] = {2, 5}, p3[] = {3};
   LC_REQUIRE(a != NULL && b != NULL);
-  for (int k = 0; k < 8; k++) { /* a: 1 2 3, then b: 4 5 1 2 3 */
-    lc__relayed *v = lc__grow(log.v, &log.cap, log.n + 1, sizeof(*v), 4);
-    LC_REQUIRE(v != NULL);
-    log.v = v;
-    log.v[log.n++] = (lc__relayed){k < 3 ? a : b, k < 5 ? k + 1 : k - 4};
-  }
+  for (int k = 0; k < 8; k++) /* a: 1 2 3, then b: 4 5 1 2 3 */
+    LC_REQUIRE_OK(lc__relaylog_add(&log, k < 3 ? a : b, k < 5 ? k + 1 : k - 4));
+  LC_CHECK(log.nrun == 2 && lc__relaylog_rt(&log, 2) == a && lc__relaylog_rt(&log, 3) == b);
   /* 2 and 5 on every host: a 1 3, b 4 1 3 */
   lc__relaylog_drop_ports(&log, p25, 2, NULL);
   LC_REQUIRE(log.n == 5);
-  LC_CHECK(log.v[0].rt == a && log.v[0].port == 1 && log.v[1].rt == a && log.v[1].port == 3);
-  LC_CHECK(log.v[2].rt == b && log.v[2].port == 4 && log.v[3].port == 1 && log.v[4].port == 3);
+  LC_CHECK(is_entry(&log, 0, a, 1) && is_entry(&log, 1, a, 3));
+  LC_CHECK(is_entry(&log, 2, b, 4) && is_entry(&log, 3, b, 1) && is_entry(&log, 4, b, 3));
   /* 3 on a alone: a 1, b 4 1 3 */
   lc__relaylog_drop_ports(&log, p3, 1, a);
   LC_REQUIRE(log.n == 4);
-  LC_CHECK(log.v[0].rt == a && log.v[0].port == 1 && log.v[1].rt == b && log.v[1].port == 4);
-  LC_CHECK(log.v[3].rt == b && log.v[3].port == 3);
+  LC_CHECK(is_entry(&log, 0, a, 1) && is_entry(&log, 1, b, 4) && is_entry(&log, 3, b, 3));
   lc__relaylog_drop_ports(&log, p3, 0, NULL); /* no ports: nothing */
   LC_CHECK(log.n == 4);
   lc__relaylog_drop(&log, 2); /* from a mark: a 1, b 4 */
-  LC_CHECK(log.n == 2 && log.v[1].rt == b && log.v[1].port == 4);
+  LC_CHECK(log.n == 2 && log.nrun == 2 && is_entry(&log, 1, b, 4));
+  /* a 1, b 4, a 7, b 8 (four runs): without a, one run of b; a again makes a new run */
+  LC_REQUIRE_OK(lc__relaylog_add(&log, a, 7));
+  LC_REQUIRE_OK(lc__relaylog_add(&log, b, 8));
+  lc__relaylog_drop_ports(&log, (const int[]){1, 7}, 2, a); /* b 4, b 8: one run */
+  LC_CHECK(log.n == 2 && log.nrun == 1 && is_entry(&log, 0, b, 4) && is_entry(&log, 1, b, 8));
+  LC_REQUIRE_OK(lc__relaylog_add(&log, a, 9));
+  lc__relaylog_drop(&log, 1); /* from inside b's run: b 4 */
+  LC_CHECK(log.n == 1 && log.nrun == 1 && is_entry(&log, 0, b, 4));
+  LC_REQUIRE_OK(lc__relaylog_add(&log, a, 65535)); /* the highest port fits */
+  LC_CHECK(log.nrun == 2 && is_entry(&log, 1, a, 65535));
   lc__relaylog_free(&log);
   LC_CHECK(log.n == 0);
   free(a);

@@ -231,6 +231,7 @@ static void test_proc_net_tcp_recorded(void) {
   LC_CHECK(!lc_ports_contains(p, 22));     /* remote end of those connections */
   lc_free(text);
   lc_ports_free(p);
+  lc__portscan_clear(&s);
 }
 
 static void test_proc_net_tcp_line_by_line(void) {
@@ -245,7 +246,8 @@ static void test_proc_net_tcp_line_by_line(void) {
     line += len + (end != NULL);
   }
   LC_CHECK(s.headers == 2 && s.entries == 10 && s.skipped == 0);
-  LC_CHECK(s.listening[2024 / 8] & (1 << (2024 % 8)));
+  LC_CHECK(lc__portscan_listens(&s, 2024) && !lc__portscan_listens(&s, 2025));
+  lc__portscan_clear(&s);
 }
 
 static void test_proc_net_tcp_malformed(void) {
@@ -302,6 +304,7 @@ static void test_proc_net_tcp_malformed(void) {
   lc_ports_free(p);
 
   /* a mixture: headers, garbage and entries in one text, last line without a newline */
+  lc__portscan_clear(&s);
   memset(&s, 0, sizeof(s));
   {
     static const char mixed[] =
@@ -320,12 +323,14 @@ static void test_proc_net_tcp_malformed(void) {
   lc_ports_free(p);
 
   /* only headers: nothing listens, and the host did answer */
+  lc__portscan_clear(&s);
   memset(&s, 0, sizeof(s));
   lc__portscan_text(&s, recorded, strchr(recorded, '\n') - recorded + 1);
   LC_CHECK(s.headers == 1 && s.entries == 0);
   LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
   LC_CHECK(lc_ports_count(p) == 0);
   lc_ports_free(p);
+  lc__portscan_clear(&s);
 }
 
 /*
@@ -357,9 +362,11 @@ static void test_ss_recorded(void) {
   lc_ports_free(p);
 
   /* only the header: nothing listens, and the host did answer */
+  lc__portscan_clear(&s);
   memset(&s, 0, sizeof(s));
   lc__portscan_text(&s, recorded_ss, strchr(recorded_ss, '\n') - recorded_ss + 1);
   LC_CHECK(s.headers == 1 && s.entries == 0 && s.skipped == 0);
+  lc__portscan_clear(&s);
 }
 
 /* An older ss that keeps the state column: only LISTEN lines listen. Bad lines are skipped. */
@@ -395,6 +402,7 @@ static void test_ss_forms_and_malformed(void) {
   LC_CHECK_STR(text, "2222,2224");
   lc_free(text);
   lc_ports_free(p);
+  lc__portscan_clear(&s);
 }
 
 static void test_proc_net_tcp_every_port(void) {
@@ -413,11 +421,23 @@ static void test_proc_net_tcp_every_port(void) {
   LC_CHECK(lc_ports_count(p) == 32768);
   LC_CHECK(lc_ports_contains(p, 65535) && !lc_ports_contains(p, 65534));
   lc_ports_free(p);
-  memset(s.listening, 0xff, sizeof(s.listening));
+  lc__portscan_clear(&s);
+  for (int port = 0; port <= 65536; port++) /* every port; 0 and 65536 are none */
+    lc__portscan_add(&s, port);
+  LC_CHECK(s.nlisten == 65535 && !s.nomem);
   LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
-  LC_CHECK(lc_ports_count(p) == 65535); /* bit 0 is never a port */
+  LC_CHECK(lc_ports_count(p) == 65535);
   LC_CHECK(lc_ports_at(p, 0) == 1);
   lc_ports_free(p);
+  /* out of order and again: kept ascending, once each */
+  lc__portscan_clear(&s);
+  for (size_t i = 0; i < 7; i++)
+    LC_CHECK_OK(lc__portscan_add(&s, (const int[]){9, 3, 5, 3, 65535, 1, 9}[i]));
+  LC_CHECK(s.nlisten == 5 && s.listen[0] == 1 && s.listen[1] == 3 && s.listen[2] == 5);
+  LC_CHECK(s.listen[3] == 9 && s.listen[4] == 65535);
+  LC_CHECK(lc__portscan_listens(&s, 5) && !lc__portscan_listens(&s, 4));
+  LC_CHECK(!lc__portscan_listens(&s, 0) && !lc__portscan_listens(&s, 70000));
+  lc__portscan_clear(&s);
 }
 
 static void test_reserve_release(void) {
