@@ -840,7 +840,7 @@ static void test_reach_keywords(void) {
   LC_CHECK_STR(h.identity_agent, "none");
   LC_CHECK_STR(h.known_hosts, "/dev/null");
   LC_CHECK(h.server_alive_interval_s == 300); /* as ssh with BatchMode yes */
-  LC_CHECK(h.server_alive_given == 0);         /* ... which leaves our keepalive as it is */
+  LC_CHECK(h.server_alive_given == 0);        /* ... which leaves our keepalive as it is */
   LC_CHECK(h.warning_count == 0);
   lc__ssh_host_clear(&h);
   check_bad(write_file("badreach1", "AddressFamily ipx\n"), 1, LC_ECONFIG, "ipx");
@@ -905,6 +905,82 @@ static void test_bad_values(void) {
   }
 }
 
+/* One block per host, 40 hosts, lab30's block including .ssh/kept.conf. Port of labI: 2000 + I;
+ * in bad_block "x00I" instead (the same length). */
+static const char *write_many(int bad_block, int port17) {
+  static char text[8192];
+  size_t len = 0;
+  for (int i = 0; i < 40; i++) {
+    char port[16];
+    snprintf(port, sizeof(port), i == bad_block ? "x%03d" : "%d",
+             i == bad_block ? i
+             : i == 17      ? port17
+                            : 2000 + i);
+    len += (size_t)snprintf(text + len, sizeof(text) - len,
+                            "Host lab%d\n  HostName 10.0.0.%d\n  Port %s\n  User u%02d\n%s\n", i, i,
+                            port, i, i == 30 ? "  Include kept.conf\n" : "");
+  }
+  return write_file("many", text);
+}
+
+/* Resolves labI for I in 0..39 (from the end when backwards) and checks each one's values. */
+static void check_many(const char *path, int backwards, int port17) {
+  for (int k = 0; k < 40; k++) {
+    int i = backwards ? 39 - k : k;
+    lc__ssh_host h;
+    lc__err err;
+    char spec[16], name[16], user[8];
+    snprintf(spec, sizeof(spec), "lab%d", i);
+    snprintf(name, sizeof(name), "10.0.0.%d", i);
+    snprintf(user, sizeof(user), "u%02d", i);
+    LC_REQUIRE_OK(resolve(&h, path, spec, &err));
+    LC_CHECK_STR(h.hostname, name);
+    LC_CHECK_STR(h.user, user);
+    LC_CHECK(h.port == (i == 17 ? port17 : 2000 + i));
+    LC_CHECK(h.strict == (i == 30 ? LC__STRICT_NO : LC__STRICT_UNSET));
+    lc__ssh_host_clear(&h);
+  }
+}
+
+/*
+ * A file is kept as read (sshconfig.c, "the files, kept as read"): once read without an error,
+ * later resolves jump over the blocks that do not apply. Each host still gets its own values,
+ * in any order; a change to a file is seen by the next resolve even when it keeps the length and
+ * comes at once (the text is compared, not the times); a bad line, in the file or in a file it
+ * includes from a block that does not apply, fails every host with its file and line.
+ */
+static void test_kept_files(void) {
+  const char *path;
+  lc__ssh_host h;
+  lc__err err = {0};
+  write_file(".ssh/kept.conf", "StrictHostKeyChecking no\n");
+  path = write_many(-1, 2017);
+  check_many(path, 0, 2017); /* read for the first time, then known good */
+  check_many(path, 1, 2017);
+  LC_REQUIRE_OK(resolve(&h, path, "elsewhere", &err)); /* no block: the defaults */
+  LC_CHECK_STR(h.hostname, "elsewhere");
+  LC_CHECK(h.port == 22 && h.user == NULL);
+  lc__ssh_host_clear(&h);
+  /* a value changed, same length, written at once */
+  path = write_many(-1, 2917);
+  check_many(path, 1, 2917);
+  /* a bad line in lab5's block (line 28), the length kept: every host fails, lab39 too */
+  path = write_many(5, 2917);
+  check_bad(path, 28, LC_ECONFIG, "x005");
+  LC_CHECK(lc__sshconfig_resolve(&h, path, "lab39", &err) == LC_ECONFIG);
+  LC_CHECK_CONTAINS(err.msg, ":28:");
+  /* good again, then the included file goes bad: read from lab30's block, which does not apply
+   * to lab2, it still fails lab2's resolve and names its own line */
+  path = write_many(-1, 2917);
+  check_many(path, 0, 2917);
+  write_file(".ssh/kept.conf", "StrictHostKeyChecking no\nPort 0\n");
+  memset(&err, 0, sizeof(err));
+  LC_CHECK(lc__sshconfig_resolve(&h, path, "lab2", &err) == LC_ECONFIG);
+  LC_CHECK_CONTAINS(err.msg, "kept.conf:2:");
+  write_file(".ssh/kept.conf", "StrictHostKeyChecking no\n");
+  check_many(path, 1, 2917);
+}
+
 static void test_aliases(void) {
   char **names = NULL;
   size_t n = 0;
@@ -967,4 +1043,5 @@ LC_TEST_MAIN(LC_TEST(test_spec_forms), LC_TEST(test_spec_bad),
              LC_TEST(test_include_glob), LC_TEST(test_include_in_host_block),
              LC_TEST(test_include_depth), LC_TEST(test_match), LC_TEST(test_system_config),
              LC_TEST(test_proxy_command), LC_TEST(test_reach_keywords), LC_TEST(test_bad_values),
-             LC_TEST(test_aliases), LC_TEST(test_aliases_none), LC_TEST(test_clear))
+             LC_TEST(test_kept_files), LC_TEST(test_aliases), LC_TEST(test_aliases_none),
+             LC_TEST(test_clear))
