@@ -47,6 +47,7 @@ typedef struct step {
   char *data;
   size_t len;
   unsigned int mode;
+  int borrowed; /* data is the caller's (lc__task_add_write_borrowed), not freed here */
 } step;
 
 struct lc_task {
@@ -870,15 +871,17 @@ void lc_task_free(lc_task *t) {
   for (size_t i = 0; i < t->n; i++) {
     free(t->steps[i].a);
     free(t->steps[i].b);
-    free(t->steps[i].data);
+    if (!t->steps[i].borrowed)
+      free(t->steps[i].data);
   }
   free(t->steps);
   free(t->name);
   free(t);
 }
 
+/* borrow: a write's data is the caller's, kept by pointer (lc__task_add_write_borrowed). */
 static int task_add(lc_task *t, step_kind kind, const char *a, const char *b, const void *data,
-                    size_t len, unsigned int mode) {
+                    size_t len, unsigned int mode, int borrow) {
   step *s, *v;
   if (t == NULL || a == NULL || (kind != STEP_RUN && kind != STEP_WRITE && b == NULL) ||
       (kind == STEP_WRITE && data == NULL && len > 0))
@@ -891,33 +894,41 @@ static int task_add(lc_task *t, step_kind kind, const char *a, const char *b, co
   s->kind = kind;
   s->mode = mode;
   s->len = len;
+  s->borrowed = borrow;
   if ((s->a = lc__strdup(a)) == NULL || (b != NULL && (s->b = lc__strdup(b)) == NULL) ||
-      (kind == STEP_WRITE && (s->data = lc__malloc(len)) == NULL)) {
+      (kind == STEP_WRITE && !borrow && (s->data = lc__malloc(len)) == NULL)) {
     free(s->a);
     free(s->b);
     return lc__error_set(-ENOMEM, "out of memory");
   }
-  if (kind == STEP_WRITE && len > 0)
+  if (kind == STEP_WRITE && borrow)
+    s->data = (char *)data;
+  else if (kind == STEP_WRITE && len > 0)
     memcpy(s->data, data, len);
   t->n++;
   return 0;
 }
 
 int lc_task_add_run(lc_task *t, const char *command) {
-  return task_add(t, STEP_RUN, command, NULL, NULL, 0, 0);
+  return task_add(t, STEP_RUN, command, NULL, NULL, 0, 0, 0);
 }
 
 int lc_task_add_send(lc_task *t, const char *local_path, const char *remote_path) {
-  return task_add(t, STEP_SEND, local_path, remote_path, NULL, 0, 0);
+  return task_add(t, STEP_SEND, local_path, remote_path, NULL, 0, 0, 0);
 }
 
 int lc_task_add_get(lc_task *t, const char *remote_path, const char *local_path) {
-  return task_add(t, STEP_GET, remote_path, local_path, NULL, 0, 0);
+  return task_add(t, STEP_GET, remote_path, local_path, NULL, 0, 0, 0);
 }
 
 int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, size_t len,
                       unsigned int mode) {
-  return task_add(t, STEP_WRITE, remote_path, NULL, data, len, mode);
+  return task_add(t, STEP_WRITE, remote_path, NULL, data, len, mode, 0);
+}
+
+int lc__task_add_write_borrowed(lc_task *t, const char *remote_path, const void *data, size_t len,
+                                unsigned int mode) {
+  return task_add(t, STEP_WRITE, remote_path, NULL, data, len, mode, 1);
 }
 
 /* ---- tunnels ------------------------------------------------------------------------------ */

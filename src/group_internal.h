@@ -37,6 +37,10 @@ int lc__group_run_tasks(lc_group_report **out, lc_group *g, lc_runtime *const *r
                         const lc_task *const *tasks, size_t n, lc_group_line_cb on_line,
                         void *payload);
 lc_engine *lc__group_engine(const lc_group *g);
+/* lc_task_add_write without a copy: data must outlive the task (the same text to every host of
+ * a group run: one copy, not one per host). */
+int lc__task_add_write_borrowed(lc_task *t, const char *remote_path, const void *data, size_t len,
+                                unsigned int mode);
 /* lc_group_exec and lc_group_connect that stop early once *cancel (when not NULL) is non-zero (a
  * flag a signal handler may set; looked at every 100 ms): hosts not started are reported
  * LC_ECANCELED, running commands are told to stop (their lifelines end their process groups) and

@@ -720,6 +720,10 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
 }
 
 size_t lc__proc_in_peek(lc_process *p, const char **data) {
+  if (p->in_head_left > 0) { /* the script's shared head, before anything */
+    *data = p->in_head;
+    return p->in_head_left;
+  }
   if (!p->go) { /* the script alone, until the host's sh has read it */
     *data = p->in.data;
     return p->in.len < p->in_gate ? p->in.len : p->in_gate;
@@ -762,7 +766,10 @@ size_t lc__proc_in_peek(lc_process *p, const char **data) {
 void lc__proc_in_consume(lc_process *p, size_t n) {
   if (!p->go)
     p->in_gate -= n;
-  if (p->in.len > 0) {
+  if (p->in_head_left > 0) {
+    p->in_head += n;
+    p->in_head_left -= n;
+  } else if (p->in.len > 0) {
     lc__buf_consume(&p->in, n);
     /* the script is out: its buffer need not live as long as the process (a lifeline's stdin
      * gets a few bytes now and then); a file's chunk buffer stays until the file is sent */
@@ -775,14 +782,15 @@ void lc__proc_in_consume(lc_process *p, size_t n) {
 }
 
 int lc__proc_in_eof_due(const lc_process *p) {
-  return p->go && p->in_eof && !p->in_eof_sent && p->in.len == 0 && p->in_mem_left == 0 &&
-         (p->in_fd < 0 || p->in_left == 0);
+  return p->go && p->in_eof && !p->in_eof_sent && p->in_head_left == 0 && p->in.len == 0 &&
+         p->in_mem_left == 0 && (p->in_fd < 0 || p->in_left == 0);
 }
 
 int lc__proc_in_pending(const lc_process *p) {
   if (!p->go)
-    return p->in_gate > 0 && p->in.len > 0;
-  return p->in.len > 0 || p->in_mem_left > 0 || (p->in_fd >= 0 && p->in_left > 0);
+    return p->in_gate > 0 && (p->in_head_left > 0 || p->in.len > 0);
+  return p->in_head_left > 0 || p->in.len > 0 || p->in_mem_left > 0 ||
+         (p->in_fd >= 0 && p->in_left > 0);
 }
 
 typedef struct {
@@ -958,6 +966,8 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
                  int lifeline, const char *setup, const char *cleanup) {
   lc_process *p = NULL;
   lc__buf cmd = {0}, script = {0};
+  const char *head = NULL;
+  size_t head_len = 0;
   lc__err err = {0};
   int r;
 
@@ -965,14 +975,15 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   LC__CHECK_VERSION(opts, LC_EXEC_OPTIONS_VERSION, "lc_exec_options");
   if (rt == NULL || command == NULL)
     return lc__error_set(-EINVAL, "exec: no runtime or no command given");
-  /* the umask of everything the script starts (its first line, before the compound command) */
+  /* the umask of everything the script starts (the first line of the process's own part, after
+   * the shared head: that only defines functions) */
   if (lc__buf_printf(&script, "umask %03o\n", lc__runtime_umask(rt)) < 0) {
     lc__buf_free(&script);
     return lc__error_set(-ENOMEM, "out of memory");
   }
-  if ((r = lc__command_compose(&cmd, &script, command, opts,
-                               lifeline ? (rt->opts.heartbeat_timeout_ms + 999) / 1000 : -1,
-                               rt->opts.kill_grace_ms, setup, cleanup, rt->name, &err)) < 0) {
+  if ((r = lc__command_compose_parts(&cmd, &head, &head_len, &script, command, opts,
+                                     lifeline ? (rt->opts.heartbeat_timeout_ms + 999) / 1000 : -1,
+                                     rt->opts.kill_grace_ms, setup, cleanup, rt->name, &err)) < 0) {
     lc__buf_free(&cmd);
     lc__buf_free(&script);
     return lc__err_raise(&err);
@@ -991,8 +1002,10 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   p->engine = rt->engine;
   p->grace_ms = rt->opts.kill_grace_ms;
   p->command = cmd.data;
+  p->in_head = head;
+  p->in_head_left = head_len;
   p->in = script;
-  p->in_gate = script.len;
+  p->in_gate = head_len + script.len;
   p->lifeline = lifeline;
   p->tag = lc__proc_tag;
   p->input = lifeline && opts != NULL && opts->version >= 3 && opts->input != 0;

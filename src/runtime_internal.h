@@ -54,9 +54,12 @@ struct lc_process {
   int input_closed;
   int kick_due; /* [engine]: has stdin for the runtime's kick timer to write */
 
-  /* stdin, [made] then [engine]: the script and control lines, then borrowed memory, then a
-   * local file, then EOF when in_eof is set; until the mark came on stdout (go), only in_gate
-   * more bytes of `in` */
+  /* stdin, [made] then [engine]: the script's shared head (static text, lc__command_compose_parts),
+   * the rest of the script and control lines, then borrowed memory, then a local file, then EOF
+   * when in_eof is set; until the mark came on stdout (go), only in_gate more bytes of the head
+   * and `in` */
+  const char *in_head;
+  size_t in_head_left;
   lc__buf in;
   size_t in_gate;
   int go;
@@ -471,6 +474,12 @@ void lc__relaylog_free(lc__relaylog *log);
 int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
                         const lc_exec_options *opts, int heartbeat_s, int grace_ms,
                         const char *setup, const char *cleanup, const char *host, lc__err *err);
+/* The same in two parts: the script is *head (head_len bytes of static text, the same for every
+ * process of its kind: never copied) followed by rest. */
+int lc__command_compose_parts(lc__buf *line, const char **head, size_t *head_len, lc__buf *rest,
+                              const char *command, const lc_exec_options *opts, int heartbeat_s,
+                              int grace_ms, const char *setup, const char *cleanup,
+                              const char *host, lc__err *err);
 /* The lifeline's sweep, sh text that defines lc_sweep SIG (see command.c); for its unit test. */
 const char *lc__command_lifeline_sweep(void);
 int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);

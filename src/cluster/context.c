@@ -127,6 +127,7 @@ int lc__cluster_context_send(lc_cluster *c, const lc__worker *only) {
   lc_runtime **rts = NULL;
   lc_task **tasks = NULL;
   size_t *at = NULL;
+  unsigned char *listed = NULL; /* host i is in at[] */
   lc_group_report *rep = NULL;
   uint64_t h;
   int r = 0;
@@ -143,30 +144,27 @@ int lc__cluster_context_send(lc_cluster *c, const lc__worker *only) {
   }
   if (lc__cluster_context_text(c, &text) < 0 || (rts = lc__calloc(ng + 1, sizeof(*rts))) == NULL ||
       (tasks = lc__calloc(ng + 1, sizeof(*tasks))) == NULL ||
-      (at = lc__calloc(ng + 1, sizeof(*at))) == NULL) {
+      (at = lc__calloc(ng + 1, sizeof(*at))) == NULL || (listed = lc__calloc(ng + 1, 1)) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
   h = context_hash(text.data, text.len);
   for (size_t k = 0; k < (only ? 1 : c->nworkers) && r == 0; k++) {
     const lc__worker *w = only ? only : &c->workers[k];
-    size_t i = w->rt != NULL ? lc__cluster_host_index(c, w->rt) : (size_t)-1, j;
+    size_t i = w->rt != NULL ? lc__cluster_host_index(c, w->rt) : (size_t)-1;
     const char *wd = NULL;
     char *path = NULL;
-    if (i >= ng || c->ctx_sent[i] == h || !lc_runtime_is_connected(w->rt))
-      continue;
-    for (j = 0; j < n && at[j] != i; j++)
-      ;
-    if (j < n)
+    if (i >= ng || listed[i] || c->ctx_sent[i] == h || !lc_runtime_is_connected(w->rt))
       continue;
     if ((r = lc_runtime_workdir(&wd, w->rt)) < 0)
       break;
     if ((path = lc__sprintf("%s/" LC__CONTEXT_FILE, wd)) == NULL ||
         (r = lc_task_new(&tasks[n], "context")) < 0 ||
-        (r = lc_task_add_write(tasks[n], path, text.data, text.len, 0600)) < 0)
+        (r = lc__task_add_write_borrowed(tasks[n], path, text.data, text.len, 0600)) < 0)
       r = r < 0 ? r : lc__error_set(-ENOMEM, "out of memory");
     free(path);
     rts[n] = w->rt;
+    listed[i] = 1;
     at[n++] = i;
   }
   if (r < 0 || n == 0 ||
@@ -195,7 +193,8 @@ out:
   free(tasks);
   free(rts);
   free(at);
-  lc__buf_free(&text);
+  free(listed);
+  lc__buf_free(&text); /* after the tasks: they borrowed it */
   return r;
 }
 

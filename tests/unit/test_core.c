@@ -332,6 +332,30 @@ static void test_compose(void) {
   LC_CHECK(strstr(line.data, "secret") == NULL);
   lc__buf_free(&line);
   lc__buf_free(&script);
+  /* in two parts: the wrapper is a head that every lifeline shares (one pointer, never copied
+   * into a process's stdin), and head + rest is the script above */
+  {
+    const char *h1 = NULL, *h2 = NULL;
+    size_t n1 = 0, n2 = 0;
+    lc__buf l1 = {0}, r1 = {0}, l2 = {0}, r2 = {0};
+    LC_REQUIRE_OK(
+        lc__command_compose(&line, &script, "true", &o, 15, 100, NULL, NULL, "lab3", &err));
+    LC_REQUIRE_OK(lc__command_compose_parts(&l1, &h1, &n1, &r1, "true", &o, 15, 100, NULL, NULL,
+                                            "lab3", &err));
+    LC_REQUIRE_OK(lc__command_compose_parts(&l2, &h2, &n2, &r2, "false", NULL, 20, 100, NULL, NULL,
+                                            "lab4", &err));
+    LC_CHECK(h1 == h2 && n1 == n2 && n1 > 3000);
+    LC_CHECK(script.len == n1 + r1.len && memcmp(script.data, h1, n1) == 0 &&
+             memcmp(script.data + n1, r1.data, r1.len) == 0);
+    LC_CHECK(strstr(r1.data, "lc_sweep") == NULL && r1.len < 1000); /* its own part is small */
+    LC_CHECK_STR(l1.data, line.data);
+    lc__buf_free(&l1);
+    lc__buf_free(&r1);
+    lc__buf_free(&l2);
+    lc__buf_free(&r2);
+    lc__buf_free(&line);
+    lc__buf_free(&script);
+  }
   {
     const char *bad[] = {"NOEQUALS", NULL};
     o.env = bad;
