@@ -90,6 +90,9 @@ typedef struct lc__buf {
 int lc__buf_append(lc__buf *b, const void *data, size_t n);
 int lc__buf_puts(lc__buf *b, const char *s);
 int lc__buf_printf(lc__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends sep (when not 0) and v in decimal: lc__buf_printf(b, " %lu", v) without the format's
+ * cost, for lists of thousands of numbers (the ports of a mesh, on every host). */
+int lc__buf_put_number(lc__buf *b, char sep, unsigned long v);
 /* Appends s quoted for a POSIX shell: 'it'\''s'. */
 int lc__buf_shell_quote(lc__buf *b, const char *s);
 

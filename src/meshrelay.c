@@ -400,7 +400,7 @@ static int relay_send(lc__meshrelay *m, char op, const int *ports, size_t n, uns
       *last = ++m->seq;
     r = lc__buf_printf(&line, "%c %u", op, op == '+' ? m->seq : 0u);
     for (size_t k = i; k < n && k < i + RELAY_LINE_PORTS && r == 0; k++)
-      r = lc__buf_printf(&line, " %d", ports[k]);
+      r = lc__buf_put_number(&line, ' ', (unsigned long)ports[k]);
     if (r == 0)
       r = lc_process_write_line(m->helper, line.data, line.len);
   }

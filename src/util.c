@@ -135,6 +135,17 @@ int lc__buf_append(lc__buf *b, const void *data, size_t n) {
 
 int lc__buf_puts(lc__buf *b, const char *s) { return lc__buf_append(b, s, strlen(s)); }
 
+int lc__buf_put_number(lc__buf *b, char sep, unsigned long v) {
+  char text[24];
+  size_t i = sizeof(text);
+  do
+    text[--i] = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
+  if (sep != 0)
+    text[--i] = sep;
+  return lc__buf_append(b, text + i, sizeof(text) - i);
+}
+
 int lc__buf_printf(lc__buf *b, const char *fmt, ...) {
   va_list ap;
   int n, r;

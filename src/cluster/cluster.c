@@ -443,14 +443,13 @@ static int reportable(lc_process *p, int stopped, int reported) {
  * *which (-1: the master, else the worker's index), or 0. */
 static int find_ended(lc_cluster *c, int *which) {
   if (reportable(c->master_proc, 0, c->master_reported) &&
-      lc_process_wait(NULL, c->master_proc, 0) != -ETIMEDOUT) {
+      lc__process_finished(c->master_proc, NULL)) {
     *which = -1;
     return 1;
   }
   for (size_t i = 0; i < c->nworkers; i++) {
     lc__worker *w = &c->workers[i];
-    if (reportable(w->proc, w->stopped, w->reported) &&
-        lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
+    if (reportable(w->proc, w->stopped, w->reported) && lc__process_finished(w->proc, NULL)) {
       *which = (int)i;
       return 1;
     }

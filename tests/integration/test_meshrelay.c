@@ -16,7 +16,7 @@
  * - streams: 16 connections at once through one relayed port, each 1 MiB each way to an echo
  *   server here, arrive whole while ONE perl process carries them all (no process per
  *   connection); a client that resets mid-stream does not stop the others; afterwards the relay
- *   holds no connection on the host;
+ *   holds no connection on the host; as root and as a plain user whose login shell is fish;
  * - after each runtime's free nothing of the relay is left on the host.
  */
 #include "lc_test.h"
@@ -403,16 +403,15 @@ static void reset_client(int i, int port) {
   close(fd);
 }
 
-static void test_streams(void) {
+/* The streams through lab5's relay, as spec (root, or a plain user whose login shell is fish). */
+static void streams_as(const char *spec) {
   lc_engine *engine = NULL;
   lc_runtime *rt = NULL;
   unsigned char relayed = 0;
   int procs = -1, conns = -1;
 
-  LC_REQUIRE(serving_here());
-  LC_REQUIRE(echo_start() == 0);
   LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
-  LC_REQUIRE((rt = connect_to(engine, "lab5")) != NULL);
+  LC_REQUIRE((rt = connect_to(engine, spec)) != NULL);
   LC_CHECK_OK(relay_listen(rt, &echo_port, 1, &relayed, NULL));
   LC_CHECK_OK(relay_listen(rt, &serve_port[0], 1, &relayed, NULL));
   LC_CHECK(relayed == 1);
@@ -430,6 +429,13 @@ static void test_streams(void) {
   lc_runtime_free(rt);
   LC_CHECK(no_relay_on(5));
   lc_engine_free(engine);
+}
+
+static void test_streams(void) {
+  LC_REQUIRE(serving_here());
+  LC_REQUIRE(echo_start() == 0);
+  streams_as("lab5");
+  streams_as("lcfish@lab5");
 }
 
 static void test_in_use(void) {

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,6 +113,17 @@ static void test_buf(void) {
   LC_CHECK(b.len == 100000);
   lc__buf_free(&b);
   LC_CHECK(b.data == NULL && b.len == 0);
+  /* numbers as printf writes them */
+  LC_CHECK_OK(lc__buf_put_number(&b, 0, 0));
+  LC_CHECK_OK(lc__buf_put_number(&b, ' ', 7));
+  LC_CHECK_OK(lc__buf_put_number(&b, ',', 65535));
+  LC_CHECK_OK(lc__buf_put_number(&b, ' ', ULONG_MAX));
+  {
+    char want[64];
+    snprintf(want, sizeof(want), "0 7,65535 %lu", ULONG_MAX);
+    LC_CHECK_STR(b.data, want);
+  }
+  lc__buf_free(&b);
 }
 
 static void sleep_ms(long ms) {
