@@ -744,6 +744,7 @@ static void test_listener_owners(void) {
   }
   LC_CHECK(wide == 2);
 
+  lc__portscan_clear(&s);
   memset(&s, 0, sizeof(s));
   s.watch = watch;
   s.found = found;
@@ -763,6 +764,7 @@ static void test_listener_owners(void) {
   LC_CHECK_STR(text, "[::]:60002");
 
   /* room for fewer than there are: counted, and the owner is then unknown (taken as ours) */
+  lc__portscan_clear(&s);
   memset(&s, 0, sizeof(s));
   s.watch = watch;
   s.found = found;
@@ -770,6 +772,7 @@ static void test_listener_owners(void) {
   lc__portscan_text(&s, ss_text, strlen(ss_text));
   LC_CHECK(s.nfound == 1 && s.found_over > 0);
   /* no "lc-uid" line: nobody is a stranger, the bitmap decides */
+  lc__portscan_clear(&s);
   memset(&s, 0, sizeof(s));
   s.watch = watch;
   s.found = found;
@@ -777,6 +780,7 @@ static void test_listener_owners(void) {
   lc__portscan_text(&s, ss_text + strlen("lc-uid 1000\n"),
                     strlen(ss_text) - strlen("lc-uid 1000\n"));
   LC_CHECK(!s.has_uid && lc__portscan_stranger(&s, 60002) == NULL && lc__portscan_ours(&s, 60002));
+  lc__portscan_clear(&s);
 }
 
 /* A host of a large mesh lists thousands of listeners: read and judged through the index by
@@ -835,6 +839,8 @@ static void test_listener_index(void) {
   LC_CHECK(lc__portscan_stranger(&a, FIRST + 1000)->uid == 65534);
   lc__portscan_unindex(&a);
   LC_CHECK(a.heads == NULL && a.next == NULL);
+  lc__portscan_clear(&a);
+  lc__portscan_clear(&b);
   free(text);
 }
 
@@ -893,6 +899,8 @@ static void test_listener_growth(void) {
       }
     }
     lc__portscan_unindex(&a);
+    lc__portscan_clear(&a);
+    lc__portscan_clear(&b);
     free(a.found);
     free(b.found);
   }
