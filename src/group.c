@@ -505,8 +505,8 @@ static void step_check(job_host *h) {
     r = lc__err_set(&err, -ETIMEDOUT, "%s: '%s' timed out after %.1f s", h->rt->name,
                     s->kind == STEP_RUN ? s->a : "the step", j->timeout_ms / 1000.0);
   } else if (s->kind == STEP_RUN) {
-    if (p->err.code < 0)
-      r = lc__err_set(&err, p->err.code, "%s", p->err.msg);
+    if (p->err_code < 0)
+      r = lc__err_set(&err, p->err_code, "%s", lc__proc_err_msg(p));
     else if (j->fail_on_exit && (p->result.exit_status != 0 || p->result.signal != 0))
       r = p->result.signal ? lc__err_set(&err, LC_EREMOTE, "%s: '%s' was ended by signal %d",
                                          h->rt->name, s->a, p->result.signal)

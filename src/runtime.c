@@ -7,6 +7,7 @@
 #include "runtime_internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -244,7 +245,7 @@ static void lost_sweep_done(lc_process *p, void *arg) {
   size_t n = rt->lost_swept;
   rt->lost_sweep = NULL;
   rt->lost_swept = 0;
-  if (p->exited && p->result.exit_status == 0 && p->result.signal == 0 && p->err.code == 0) {
+  if (p->exited && p->result.exit_status == 0 && p->result.signal == 0 && p->err_code == 0) {
     memmove(rt->lost_ids, rt->lost_ids + n, (rt->nlost - n) * sizeof(rt->lost_ids[0]));
     rt->nlost -= n;
     if (rt->nlost == 0 && __atomic_load_n(&rt->lost_state, __ATOMIC_ACQUIRE) == LC__LOST_PENDING)
@@ -260,7 +261,7 @@ static void lost_sweep_done(lc_process *p, void *arg) {
     else
       snprintf(rt->lost_why, sizeof(rt->lost_why),
                "%.80s: the command that ends the lost connection's processes failed: %.300s",
-               rt->name, p->err.code < 0 ? p->err.msg : "it exited with an error");
+               rt->name, p->err_code < 0 ? lc__proc_err_msg(p) : "it exited with an error");
     lc__engine_unlock(rt->engine);
     rt->nlost = 0;
     __atomic_store_n(&rt->lost_state, LC__LOST_FAILED, __ATOMIC_RELEASE);
@@ -448,14 +449,17 @@ void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_si
   }
 }
 
+typedef struct workdir_out workdir_out;
+static void workdir_out_free(workdir_out *w);
+
 void lc__runtime_discard(lc_runtime *rt) {
   if (rt == NULL)
     return;
   lc__meshrelay_free(rt);
   lc_process_free(rt->workdir_making);
-  free(rt->workdir_making_arg);
+  workdir_out_free(rt->workdir_making_arg);
   lc_process_free(rt->workdir_keeper);
-  free(rt->workdir_keeper_arg);
+  workdir_out_free(rt->workdir_keeper_arg);
   runtime_close(rt);
   lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
@@ -500,7 +504,7 @@ void lc_runtime_free(lc_runtime *rt) {
     lc_process_free(rt->free_rm);
   rt->free_rm = NULL;
   lc__process_free_awaited(rt->workdir_keeper); /* it removes the directory; gone when it ends */
-  free(rt->workdir_keeper_arg);
+  workdir_out_free(rt->workdir_keeper_arg);
   runtime_close(rt);
   lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
@@ -524,12 +528,36 @@ static void proc_unref(lc_process *p) {
   free(p->xfer_what);
   free(p->host);
   free(p->command);
+  free(p->err_msg);
   lc__buf_free(&p->in);
   lc__buf_free(&p->noise);
   lc__buf_free(&p->lines[0].buf);
   lc__buf_free(&p->lines[1].buf);
   lc__buf_free(&p->err_tail);
   free(p);
+}
+
+void lc__proc_err_set(lc_process *p, int code, const char *fmt, ...) {
+  char msg[LC_ERRMSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
+    snprintf(msg, sizeof(msg), "(unformattable error)");
+  va_end(ap);
+  free(p->err_msg);
+  p->err_msg = lc__strdup(msg); /* NULL: the code's own text serves (lc__proc_err_msg) */
+  p->err_code = code;
+}
+
+const char *lc__proc_err_msg(const lc_process *p) {
+  if (p->err_code == 0)
+    return "";
+  return p->err_msg != NULL ? p->err_msg : lc_strerror(p->err_code);
+}
+
+void lc__proc_err(const lc_process *p, lc__err *e) {
+  e->code = p->err_code;
+  snprintf(e->msg, sizeof(e->msg), "%s", lc__proc_err_msg(p));
 }
 
 #define PID_LEN (sizeof(LC__COMMAND_PID) - 1)
@@ -608,12 +636,12 @@ void lc__proc_data(lc_process *p, lc_stream stream, const char *data, size_t len
   }
 
   if (stream == LC_STDOUT && p->out_fd >= 0) {
-    while (len > 0 && p->err.code == 0) {
+    while (len > 0 && p->err_code == 0) {
       ssize_t n = write(p->out_fd, data, len);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0) {
-        lc__err_set(&p->err, -errno, "cannot write the fetched file: %s", strerror(errno));
+        lc__proc_err_set(p, -errno, "cannot write the fetched file: %s", strerror(errno));
         break;
       }
       data += n;
@@ -665,7 +693,7 @@ static void not_started(lc_process *p) {
   while (n > 0 && what[n - 1] == ' ')
     n--;
   what[n] = '\0';
-  lc__err_set(&p->err, LC_EREMOTE, "%s: the login shell did not run the command (%s %d)%s%s%s",
+  lc__proc_err_set(p, LC_EREMOTE, "%s: the login shell did not run the command (%s %d)%s%s%s",
               p->host, p->result.signal ? "signal" : "exit status",
               p->result.signal ? p->result.signal : p->result.exit_status, n ? ": it said \"" : "",
               what, n ? "\"" : "");
@@ -696,12 +724,12 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
     p->next = p->prev = NULL;
   }
   lc__engine_lock(p->engine);
-  if (err != NULL && err->code < 0 && p->err.code == 0)
-    p->err = *err;
-  else if (p->err.code == 0 && p->exited && p->mark_at[0] <= MARK_LEN)
+  if (err != NULL && err->code < 0 && p->err_code == 0)
+    lc__proc_err_set(p, err->code, "%s", err->msg);
+  else if (p->err_code == 0 && p->exited && p->mark_at[0] <= MARK_LEN)
     not_started(p);
-  else if (p->err.code == 0 && !p->exited)
-    lc__err_set(&p->err, LC_ECLOSED,
+  else if (p->err_code == 0 && !p->exited)
+    lc__proc_err_set(p, LC_ECLOSED,
                 "%s: the channel closed before the command reported how it "
                 "ended",
                 rt ? rt->name : "host");
@@ -750,7 +778,7 @@ size_t lc__proc_in_peek(lc_process *p, const char **data) {
       n = read(p->in_fd, p->in.data, want);
     while (n < 0 && errno == EINTR);
     if (n <= 0) {
-      lc__err_set(&p->err, n < 0 ? -errno : LC_EREMOTE, "cannot read the file being sent: %s",
+      lc__proc_err_set(p, n < 0 ? -errno : LC_EREMOTE, "cannot read the file being sent: %s",
                   n < 0 ? strerror(errno) : "it shrank while being sent");
       p->in_left = 0;
       return 0;
@@ -1139,13 +1167,13 @@ int lc_process_wait(lc_exec_result *out, lc_process *p, int timeout_ms) {
   if (r == 0) {
     if (out != NULL)
       *out = p->result;
-    r = p->err.code;
+    r = p->err_code;
   }
   lc__engine_unlock(p->engine);
   if (r == -ETIMEDOUT)
     return lc__error_set(r, "the command is still running after %d ms", timeout_ms);
   if (r < 0)
-    return lc__err_raise(&p->err);
+    return lc__error_set(r, "%s", lc__proc_err_msg(p));
   return 0;
 }
 
@@ -1358,8 +1386,8 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err) {
   unsigned long long size = 0;
   int r = code;
 
-  if (r == 0 && p->err.code < 0)
-    r = lc__err_set(err, p->err.code, "%s", p->err.msg);
+  if (r == 0 && p->err_code < 0)
+    r = lc__err_set(err, p->err_code, "%s", lc__proc_err_msg(p));
   if (r == 0 && (p->result.exit_status != 0 || p->result.signal != 0)) {
     lc__buf *t = &p->err_tail;
     while (t->len > 0 && t->data[t->len - 1] == '\n')
@@ -1427,19 +1455,30 @@ int lc_runtime_get_file(lc_runtime *rt, const char *remote_path, const char *loc
 
 /* ---- working directory ---------------------------------------------------------------------- */
 
-typedef struct {
-  char path[4096];
-  int done;
-  char why[1024]; /* the script's refusal of the root (engine thread until the process ended) */
-} workdir_out;
+/* What the making process printed. The keeper's line callback holds it for the runtime's life,
+ * so it holds only what came (one per host: no fixed buffers for the longest path). */
+struct workdir_out {
+  char *path; /* set on the engine thread before done */
+  int done;   /* [atomic]: path is set; or it could not be kept (nomem) */
+  int nomem;
+  char *why; /* the script's refusal of the root (engine thread until the process ended) */
+};
+
+static void workdir_out_free(workdir_out *w) {
+  if (w == NULL)
+    return;
+  free(w->path);
+  free(w->why);
+  free(w);
+}
 
 static void workdir_line(const char *line, size_t len, lc_stream stream, void *payload) {
   workdir_out *w = payload;
-  if (stream == LC_STDOUT && line[0] == '/' && len < sizeof(w->path) && !w->done) {
-    memcpy(w->path, line, len + 1);
+  if (stream == LC_STDOUT && line[0] == '/' && !__atomic_load_n(&w->done, __ATOMIC_RELAXED)) {
+    w->nomem = (w->path = lc__strndup(line, len)) == NULL;
     __atomic_store_n(&w->done, 1, __ATOMIC_RELEASE);
-  } else if (stream == LC_STDERR && strncmp(line, "lc-refuse ", 10) == 0 && w->why[0] == '\0') {
-    snprintf(w->why, sizeof(w->why), "%s", line + 10);
+  } else if (stream == LC_STDERR && strncmp(line, "lc-refuse ", 10) == 0 && w->why == NULL) {
+    w->why = lc__strndup(line + 10, len - 10);
   }
 }
 
@@ -1476,7 +1515,7 @@ static int workdir_begin_locked(lc_runtime *rt) {
   rt->workdir_deadline = lc__now_ms() + 30000;
   w = NULL;
 out:
-  free(w);
+  workdir_out_free(w);
   lc__buf_free(&cmd);
   lc__buf_free(&cleanup);
   return r;
@@ -1514,7 +1553,7 @@ int lc_runtime_workdir(const char **out, lc_runtime *rt) {
          lc_process_wait(NULL, p, 20) == -ETIMEDOUT)
     ;
   if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
-    if (lc_process_wait(NULL, p, 0) != -ETIMEDOUT && w->why[0] != '\0')
+    if (lc_process_wait(NULL, p, 0) != -ETIMEDOUT && w->why != NULL)
       r = lc__error_set(-EPERM, "%s: refused the root of working directories: %s", rt->name,
                         w->why);
     else
@@ -1522,7 +1561,7 @@ int lc_runtime_workdir(const char **out, lc_runtime *rt) {
                         rt->workdir_root ? rt->workdir_root : "~/.cache/lazycluster");
     goto out;
   }
-  if ((rt->workdir = lc__strdup(w->path)) == NULL) {
+  if (w->nomem || (rt->workdir = lc__strdup(w->path)) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
@@ -1539,7 +1578,7 @@ out:
   if (w != NULL && rt->workdir_keeper != NULL && rt->workdir_keeper_arg == NULL)
     rt->workdir_keeper_arg = w;
   else
-    free(w);
+    workdir_out_free(w);
   if (r == 0)
     *out = rt->workdir;
   pthread_mutex_unlock(&rt->workdir_mu);
@@ -1617,7 +1656,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
     goto out;
   }
   lc_process_free(rt->workdir_keeper);
-  free(rt->workdir_keeper_arg);
+  workdir_out_free(rt->workdir_keeper_arg);
   rt->workdir_keeper = NULL;
   rt->workdir_keeper_arg = NULL;
   if (!rt->opts.keep_workdir) { /* the keeper's line callback holds w: it goes with the keeper */
@@ -1631,7 +1670,7 @@ out:
     lc_process_wait(NULL, p, 5000);
     lc_process_free(p);
   }
-  free(w);
+  workdir_out_free(w);
   lc__buf_free(&cmd);
   lc__buf_free(&cleanup);
   pthread_mutex_unlock(&rt->workdir_mu);

@@ -85,8 +85,11 @@ struct lc_process {
   /* end: [engine] until finished, set under [lock]; waiters read them once finished */
   int exited; /* exit status or signal arrived */
   lc_exec_result result;
-  int finished;   /* [lock]: closed, no more output */
-  lc__err err;    /* why it failed to run, when it did */
+  int finished; /* [lock]: closed, no more output */
+  /* why it failed to run (< 0), when it did, and its text (allocated: few processes fail, and a
+   * fixed message buffer was two thirds of every process; lc__proc_err_msg reads it) */
+  int err_code;
+  char *err_msg;
   long pid;       /* [lock]: the group leader's pid on its host (lifeline), or 0 */
   int pid_looked; /* [engine]: the first stdout line was looked at for the pid */
   /* [made]: a lifeline's random token, the word lc-id=ID of its wrapper's command line on the
@@ -297,6 +300,13 @@ int lc__proc_input_close(lc_process *p, lc__err *err);
 void lc__proc_stop(lc_process *p);
 /* Engine thread: the owner lets go of p (ending it if it runs). */
 void lc__proc_release(lc_process *p);
+/* Engine thread, before p finished: records why p failed to run (replacing a reason before). */
+void lc__proc_err_set(lc_process *p, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Once p finished (or on the engine thread): the text of why it failed, "" when it did not;
+ * lc__proc_err fills e with code and text. */
+const char *lc__proc_err_msg(const lc_process *p);
+void lc__proc_err(const lc_process *p, lc__err *e);
 
 /* For backends' constructors (any thread but the engine's): a runtime on ops, its settings read
  * by ops->prepare (via: the ProxyJump, NULL as the config says), connected unless connect is 0. */

@@ -118,11 +118,14 @@ static void worker_finished(lc_process *p, void *arg) {
   lc__qslot *s = arg;
   lc_jobs *q = s->q;
   lc__qjob *j = s->job;
-  lc__err perr = p->err;
+  lc__err perr;
   lc_exec_result res = p->result;
-  int lost = perr.code == LC_ECLOSED, cancelled = q->cancelled_done;
+  int lost, cancelled = q->cancelled_done;
   lc__waction act;
   uint64_t now = lc__now_ms();
+
+  lc__proc_err(p, &perr);
+  lost = perr.code == LC_ECLOSED;
 
   s->proc = NULL;
   s->job = NULL;

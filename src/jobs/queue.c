@@ -559,9 +559,10 @@ static void job_finished(lc_process *p, void *arg) {
   lc_jobs *q = s->q;
   lc__qjob *j = s->job;
   lc_exec_result res = p->result;
-  lc__err perr = p->err;
+  lc__err perr;
   int lost, ok;
 
+  lc__proc_err(p, &perr);
   s->proc = NULL;
   lc__proc_release(p);
   lc__jobs_live(q, -1);

@@ -326,8 +326,8 @@ void lc__listing_free(lc__listing *x) {
 
 static void listing_ended(lc_process *p, void *arg) {
   lc__listing *x = arg;
-  if (p->err.code < 0)
-    listing_fail(&x->l, p->err.code, p->err.msg);
+  if (p->err_code < 0)
+    listing_fail(&x->l, p->err_code, lc__proc_err_msg(p));
   else
     listing_judge(&x->l, &p->result);
   x->done(x, x->arg);
