@@ -100,6 +100,8 @@ int lc__buf_shell_quote(lc__buf *b, const char *s);
  * not one. */
 long long lc__decimal(const char *s, size_t len, size_t max_digits);
 void lc__buf_consume(lc__buf *b, size_t n);
+/* Gives back what b holds beyond its text (for text that waits long, many at once). */
+void lc__buf_fit(lc__buf *b);
 void lc__buf_free(lc__buf *b);
 
 /*

@@ -7,8 +7,8 @@
 #include "runtime_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -694,9 +694,9 @@ static void not_started(lc_process *p) {
     n--;
   what[n] = '\0';
   lc__proc_err_set(p, LC_EREMOTE, "%s: the login shell did not run the command (%s %d)%s%s%s",
-              p->host, p->result.signal ? "signal" : "exit status",
-              p->result.signal ? p->result.signal : p->result.exit_status, n ? ": it said \"" : "",
-              what, n ? "\"" : "");
+                   p->host, p->result.signal ? "signal" : "exit status",
+                   p->result.signal ? p->result.signal : p->result.exit_status,
+                   n ? ": it said \"" : "", what, n ? "\"" : "");
 }
 
 void lc__proc_closed(lc_process *p, const lc__err *err) {
@@ -730,9 +730,9 @@ void lc__proc_closed(lc_process *p, const lc__err *err) {
     not_started(p);
   else if (p->err_code == 0 && !p->exited)
     lc__proc_err_set(p, LC_ECLOSED,
-                "%s: the channel closed before the command reported how it "
-                "ended",
-                rt ? rt->name : "host");
+                     "%s: the channel closed before the command reported how it "
+                     "ended",
+                     rt ? rt->name : "host");
   p->finished = 1;
   p->on_line = NULL;
   p->rt = NULL; /* under the lock: lc__process_end_wait reads it from another thread */
@@ -779,7 +779,7 @@ size_t lc__proc_in_peek(lc_process *p, const char **data) {
     while (n < 0 && errno == EINTR);
     if (n <= 0) {
       lc__proc_err_set(p, n < 0 ? -errno : LC_EREMOTE, "cannot read the file being sent: %s",
-                  n < 0 ? strerror(errno) : "it shrank while being sent");
+                       n < 0 ? strerror(errno) : "it shrank while being sent");
       p->in_left = 0;
       return 0;
     }
@@ -1032,6 +1032,7 @@ int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc
   p->command = cmd.data;
   p->in_head = head;
   p->in_head_left = head_len;
+  lc__buf_fit(&script); /* a start queues hundreds of scripts at once: no slack in each */
   p->in = script;
   p->in_gate = head_len + script.len;
   p->lifeline = lifeline;

@@ -337,6 +337,9 @@ void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_si
  * thread. */
 int lc__runtime_prepare_ssh(lc_runtime **out, lc_engine *engine, const char *host,
                             const lc_runtime_options *opts);
+/* Keepalive requests the SSH backend queued so far, every engine's (for tests: a host that spoke
+ * within a sixth of the keepalive limit is not asked). */
+unsigned long lc__ssh_keepalives_sent(void);
 void lc__runtime_connect_async(lc_runtime *rt, void (*cb)(lc_runtime *, const lc__err *, void *),
                                void *arg);
 /* Closes and frees a runtime that never connected (any thread but the engine's). */

@@ -167,13 +167,15 @@ int lc__buf_shell_quote(lc__buf *b, const char *s) {
   int r = 0;
   if ((r = lc__buf_append(b, "'", 1)) < 0)
     return r;
-  for (const char *p = s; *p; p++) {
-    if (*p == '\'')
-      r = lc__buf_append(b, "'\\''", 4);
-    else
-      r = lc__buf_append(b, p, 1);
-    if (r < 0)
+  for (;;) {
+    size_t n = strcspn(s, "'"); /* a run without quotes goes whole */
+    if ((r = lc__buf_append(b, s, n)) < 0)
       return r;
+    if (s[n] == '\0')
+      break;
+    if ((r = lc__buf_append(b, "'\\''", 4)) < 0)
+      return r;
+    s += n + 1;
   }
   return lc__buf_append(b, "'", 1);
 }
@@ -187,6 +189,16 @@ void lc__buf_consume(lc__buf *b, size_t n) {
   }
   if (b->data)
     b->data[b->len] = '\0';
+}
+
+void lc__buf_fit(lc__buf *b) {
+  char *d;
+  if (b->data == NULL || b->cap <= b->len + 1)
+    return;
+  if ((d = realloc(b->data, b->len + 1)) != NULL) { /* else it stays as it was */
+    b->data = d;
+    b->cap = b->len + 1;
+  }
 }
 
 void lc__buf_free(lc__buf *b) {

@@ -43,9 +43,10 @@ typedef struct lc_runtime_options {
   int connect_timeout_ms;
   /**
    * A host that leaves a request unanswered this long (ms) is reported dead and its connection
-   * closed; default 30000. An SSH host is sent a keepalive@openssh.com request (which sshd must
-   * answer) every sixth of it, so a wedged sshd whose kernel still acknowledges TCP is noticed too;
-   * unacknowledged TCP data is given up after the same time (TCP_USER_TIMEOUT).
+   * closed; default 30000. An SSH host that has sent nothing for a sixth of it is sent a
+   * keepalive@openssh.com request (which sshd must answer), so a wedged sshd whose kernel still
+   * acknowledges TCP is noticed too, within the limit and a sixth; unacknowledged TCP data is
+   * given up after the same time (TCP_USER_TIMEOUT).
    */
   int keepalive_timeout_ms;
   /**

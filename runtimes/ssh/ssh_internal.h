@@ -124,6 +124,7 @@ struct lc__ssh_conn {
   lc__ssh_global_req *reqs_last; /* the tail of reqs (NULL when empty): a push costs O(1) */
   size_t listens_queued;         /* requests in reqs with a forward (listens) */
   int req_sent;                  /* the head of reqs was sent and waits for its answer */
+  uint64_t heard_at;    /* uv_now when the host's bytes last woke the poll: it is alive then */
   uint64_t req_sent_at; /* uv_now when it was sent: unanswered for the keepalive limit = lost */
   int sock_full; /* a write into a channel was cut short: the socket could not take it at once */
   /* remote listens granted: those waiting for the next listing of the host's listeners, those

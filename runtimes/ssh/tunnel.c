@@ -795,6 +795,9 @@ void lc__tunnel_requests(lc__ssh_conn *c) {
       c->req_sent = 1;
       return;
     }
+    /* an answer: the host is alive now (it may have been read inside this call, where the poll
+     * never saw it: on_keepalive counts from here) */
+    c->heard_at = uv_now(lc__engine_loop(c->rt->engine));
     c->req_sent = 0;
     req_pop(c);
     if (q->fwd != NULL && r == SSH_OK) {

@@ -19,8 +19,12 @@
  *   (lab2's line callback sleeps 2.5 s, twice; a machine under heavy load starves the engine the
  *   same way) right after lab1's keepalive went out: lab1 answered, and is not counted lost for
  *   an answer that waited unread in its socket; its command lives on.
+ * - keepalive_only_when_silent: a host that prints a line every 20 ms is sent no keepalive (its
+ *   bytes prove it alive); once it is silent, one goes out about every sixth of the limit, and it
+ *   answers them.
  */
 #include "lc_test.h"
+#include "runtime_internal.h" /* lc__ssh_keepalives_sent */
 #include "testenv.h"
 
 #include <pthread.h>
@@ -416,11 +420,50 @@ static void flooding_host_does_not_starve_others(void) {
   LC_CHECK(wait_nothing_on(2, 30) == 0);
 }
 
+/* ---- the keepalive asks only a silent host -------------------------------------------------- */
+
+static void keepalive_only_when_silent(void) {
+  /* keepalive limit 6 s: a request once the host has said nothing for a second */
+  lc_runtime *a = connect_host("lab1", 6000);
+  lc_process *p = NULL;
+  unsigned long k0, talking, silent;
+  ticks t;
+  ticks_init(&t);
+  LC_REQUIRE(a != NULL);
+  p = spawn_ticker(a, &t, "while :; do echo tick; sleep 0.02; done");
+  LC_REQUIRE(p != NULL);
+  sleep_ms(500);
+  ticks_watch(&t, 1);
+  k0 = lc__ssh_keepalives_sent();
+  sleep_ms(3000);
+  talking = lc__ssh_keepalives_sent() - k0;
+  ticks_watch(&t, 0);
+  LC_CHECK_OK(lc_process_stop(p));
+  lc_process_free(p);
+  sleep_ms(200);
+  k0 = lc__ssh_keepalives_sent();
+  sleep_ms(4500);
+  silent = lc__ssh_keepalives_sent() - k0;
+  fprintf(stderr,
+          "  keepalives: %lu in 3 s of a line every 20 ms (%ld lines, longest gap %lld ms), "
+          "%lu in 4.5 s of silence; %s\n",
+          talking, ticks_count(&t), t.max_gap_ms, silent,
+          lc_runtime_is_connected(a) ? "connected" : "lost");
+  /* the host spoke all the time: nothing to ask, unless this machine held its lines up for the
+   * second after which a keepalive is due */
+  LC_CHECK(talking == 0 || t.max_gap_ms >= 1000);
+  /* silent: asked about once a second, and it answered each time */
+  LC_CHECK(silent >= 2);
+  LC_CHECK(lc_runtime_is_connected(a));
+  lc_runtime_free(a);
+  LC_CHECK(wait_nothing_on(1, 30) == 0);
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(local_children_hold_no_ssh_socket),    LC_TEST(stalled_host_does_not_stall_others),
       LC_TEST(short_blip_keeps_processes),           LC_TEST(long_blip_ends_processes),
-      LC_TEST(flooding_host_does_not_starve_others),
+      LC_TEST(flooding_host_does_not_starve_others), LC_TEST(keepalive_only_when_silent),
   };
   int r;
   signal(SIGPIPE, SIG_IGN);

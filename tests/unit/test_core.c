@@ -124,6 +124,35 @@ static void test_buf(void) {
     LC_CHECK_STR(b.data, want);
   }
   lc__buf_free(&b);
+  /* fit: the text stays, the slack goes, and the buffer grows again after it */
+  lc__buf_fit(&b);
+  LC_CHECK(b.data == NULL && b.cap == 0);
+  LC_CHECK_OK(lc__buf_puts(&b, "0123456789"));
+  LC_CHECK(b.cap == 64);
+  lc__buf_fit(&b);
+  LC_CHECK(b.cap == 11 && b.len == 10);
+  LC_CHECK_STR(b.data, "0123456789");
+  LC_CHECK_OK(lc__buf_puts(&b, "abc"));
+  LC_CHECK_STR(b.data, "0123456789abc");
+  LC_CHECK(b.cap >= 14);
+  lc__buf_free(&b);
+  /* shell quoting: runs between quotes go whole, each quote becomes '\'' */
+  {
+    static const struct {
+      const char *in, *out;
+    } q[] = {{"", "''"},
+             {"plain words", "'plain words'"},
+             {"'", "''\\'''"},
+             {"it's", "'it'\\''s'"},
+             {"''a''", "''\\'''\\''a'\\'''\\'''"},
+             {"end'", "'end'\\'''"}};
+    for (size_t i = 0; i < sizeof(q) / sizeof(q[0]); i++) {
+      LC_CHECK_OK(lc__buf_puts(&b, "x="));
+      LC_CHECK_OK(lc__buf_shell_quote(&b, q[i].in));
+      LC_CHECK_STR(b.data + 2, q[i].out);
+      lc__buf_free(&b);
+    }
+  }
 }
 
 static void sleep_ms(long ms) {
