@@ -33,6 +33,8 @@ typedef struct candidate {
 struct lc_discovery {
   size_t n;
   candidate *c;
+  size_t
+      line_hint; /* [engine]: the candidate of the last facts line (a host's lines come in runs) */
 };
 
 void lc_discover_options_init(lc_discover_options *opts) {
@@ -121,10 +123,12 @@ static void facts_line(const char *host, const char *line, size_t len, lc_stream
   lc_discovery *d = payload;
   if (stream != LC_STDOUT)
     return;
-  for (size_t i = 0; i < d->n; i++) {
+  for (size_t k = 0; k < d->n; k++) {
+    size_t i = (d->line_hint + k) % d->n; /* from the last line's host: one compare, mostly */
     candidate *c = &d->c[i];
     if (strcmp(c->host, host) != 0)
       continue;
+    d->line_hint = i;
     if (c->facts_too_long || c->facts.len + len + 1 > LC_DISCOVER_FACTS_MAX) {
       c->facts_too_long = 1; /* memory stays bounded whatever a host writes */
       return;
@@ -243,9 +247,12 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
       lc_group_remove(g, c->host);
       continue;
     }
-    if ((c->info = lc__calloc(1, sizeof(*c->info))) == NULL ||
-        lc__hostfacts_parse(c->info, c->facts.data ? c->facts.data : "", c->facts.len,
-                            o.executables, &err) < 0) {
+    int parsed = (c->info = lc__calloc(1, sizeof(*c->info))) == NULL
+                     ? -ENOMEM
+                     : lc__hostfacts_parse(c->info, c->facts.data ? c->facts.data : "",
+                                           c->facts.len, o.executables, &err);
+    lc__buf_free(&c->facts); /* read: a start goes on holding every host's info, not its text */
+    if (parsed < 0) {
       c->state = LC_HOST_UNREACHABLE;
       c->error = err.code ? err.code : -ENOMEM;
       c->reason = lc__sprintf("%s: cannot read its facts: %s", c->host, err.msg);
