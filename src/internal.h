@@ -80,6 +80,8 @@ int lc__int_sorted_has(const int *v, size_t n, int x);
 char *lc__strdup(const char *s);
 char *lc__strndup(const char *s, size_t n);
 char *lc__sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The same from a va_list (ap is used up). */
+char *lc__vsprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 
 /* A growable byte buffer. */
 typedef struct lc__buf {

@@ -33,8 +33,7 @@ typedef struct candidate {
 struct lc_discovery {
   size_t n;
   candidate *c;
-  size_t
-      line_hint; /* [engine]: the candidate of the last facts line (a host's lines come in runs) */
+  size_t line_hint; /* [engine]: the last facts line's candidate (a host's lines come in runs) */
 };
 
 void lc_discover_options_init(lc_discover_options *opts) {

@@ -538,14 +538,11 @@ static void proc_unref(lc_process *p) {
 }
 
 void lc__proc_err_set(lc_process *p, int code, const char *fmt, ...) {
-  char msg[LC_ERRMSG_MAX];
   va_list ap;
-  va_start(ap, fmt);
-  if (vsnprintf(msg, sizeof(msg), fmt, ap) < 0)
-    snprintf(msg, sizeof(msg), "(unformattable error)");
-  va_end(ap);
   free(p->err_msg);
-  p->err_msg = lc__strdup(msg); /* NULL: the code's own text serves (lc__proc_err_msg) */
+  va_start(ap, fmt);
+  p->err_msg = lc__vsprintf(fmt, ap); /* NULL: the code's own text serves (lc__proc_err_msg) */
+  va_end(ap);
   p->err_code = code;
 }
 

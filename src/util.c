@@ -73,7 +73,7 @@ char *lc__strdup(const char *s) { return s ? lc__strndup(s, strlen(s)) : NULL; }
 
 char *lc_strdup(const char *s) { return lc__strdup(s); }
 
-__attribute__((format(printf, 1, 0))) static char *vsprintf_new(const char *fmt, va_list ap) {
+char *lc__vsprintf(const char *fmt, va_list ap) {
   va_list again;
   char *d;
   int n;
@@ -92,7 +92,7 @@ char *lc__sprintf(const char *fmt, ...) {
   va_list ap;
   char *d;
   va_start(ap, fmt);
-  d = vsprintf_new(fmt, ap);
+  d = lc__vsprintf(fmt, ap);
   va_end(ap);
   return d;
 }
@@ -103,7 +103,7 @@ char *lc_asprintf(const char *fmt, ...) {
   if (fmt == NULL)
     return NULL;
   va_start(ap, fmt);
-  d = vsprintf_new(fmt, ap);
+  d = lc__vsprintf(fmt, ap);
   va_end(ap);
   return d;
 }
