@@ -327,15 +327,16 @@ static int answered(const lc__meshrelay *m, unsigned seq) {
 }
 
 /* Ends the helper and the carrier; the ports stay for lc__meshrelay_ended's caller. */
-static void relay_stop(lc__meshrelay *m) {
+/* deadline: the helper's end is awaited until then (lc__now_ms), or for its own margin when 0 */
+static void relay_stop(lc__meshrelay *m, uint64_t deadline) {
   lc_forward_free(m->carrier); /* no connection is routed after this */
   m->carrier = NULL;
-  lc__process_free_awaited(m->helper);
+  lc__process_free_by(m->helper, deadline ? deadline : lc__process_end_deadline(m->helper));
   m->helper = NULL;
 }
 
 static void relay_fail(lc__meshrelay *m, const char *why) {
-  relay_stop(m);
+  relay_stop(m, 0);
   lc__engine_lock(m->engine);
   m->state = R_FAILED;
   if (why != NULL)
@@ -623,7 +624,7 @@ int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n) {
   lc__engine_unlock(m->engine);
   if (!((m->helper != NULL && helper_ended(m)) || failed))
     return 0;
-  relay_stop(m);
+  relay_stop(m, 0);
   lc__engine_lock(m->engine);
   *ports = m->ports;
   *n = m->n;
@@ -640,11 +641,11 @@ void lc__meshrelay_end_begin(lc_runtime *rt) {
     lc__process_end_begin(rt->relay->helper);
 }
 
-void lc__meshrelay_free(lc_runtime *rt) {
+void lc__meshrelay_free(lc_runtime *rt, uint64_t deadline) {
   lc__meshrelay *m = rt->relay;
   if (m == NULL)
     return;
-  relay_stop(m);
+  relay_stop(m, deadline);
   free(m->ports);
   free(m);
   rt->relay = NULL;

@@ -455,7 +455,7 @@ static void workdir_out_free(workdir_out *w);
 void lc__runtime_discard(lc_runtime *rt) {
   if (rt == NULL)
     return;
-  lc__meshrelay_free(rt);
+  lc__meshrelay_free(rt, 0);
   lc_process_free(rt->workdir_making);
   workdir_out_free(rt->workdir_making_arg);
   lc_process_free(rt->workdir_keeper);
@@ -464,9 +464,6 @@ void lc__runtime_discard(lc_runtime *rt) {
   lc__runtime_jump_drop(rt->jump);
   runtime_release(rt);
 }
-
-/* How long a free waits for the removal of the working directory. */
-#define FREE_RM_MS 10000
 
 void lc__runtime_free_begin(lc_runtime *rt) {
   lc__buf cmd = {0};
@@ -480,9 +477,9 @@ void lc__runtime_free_begin(lc_runtime *rt) {
   }
   eo.label = "workdir-remove";
   if (rt->workdir != NULL && !rt->opts.keep_workdir && lc_runtime_is_connected(rt) &&
-      lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0 &&
-      lc__runtime_spawn_setup(&rt->free_rm, rt, cmd.data, &eo, NULL) == 0)
-    rt->free_rm_deadline = lc__now_ms() + FREE_RM_MS;
+      lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0)
+    lc__runtime_spawn_setup(&rt->free_rm, rt, cmd.data, &eo, NULL);
+  rt->free_deadline = lc__now_ms() + (uint64_t)rt->opts.kill_grace_ms + LC__PROC_END_MARGIN_MS;
   lc__buf_free(&cmd);
   lc__process_end_begin(rt->workdir_keeper); /* it removes the directory too, as it ends */
   lc__meshrelay_end_begin(rt);
@@ -493,17 +490,17 @@ void lc_runtime_free(lc_runtime *rt) {
   if (rt == NULL)
     return;
   lc__runtime_free_begin(rt);
-  lc__meshrelay_free(rt); /* before the forwards: its carrier is one */
+  lc__meshrelay_free(rt, rt->free_deadline); /* before the forwards: its carrier is one */
   now = lc__now_ms();
   if (rt->free_rm != NULL &&
       lc_process_wait(NULL, rt->free_rm,
-                      rt->free_rm_deadline > now ? (int)(rt->free_rm_deadline - now) : 0) ==
-          -ETIMEDOUT)
-    lc__process_free_awaited(rt->free_rm); /* past its time: ended through its lifeline */
+                      rt->free_deadline > now ? (int)(rt->free_deadline - now) : 0) == -ETIMEDOUT)
+    lc__process_free_by(rt->free_rm, rt->free_deadline); /* past its time: its lifeline ends it */
   else
     lc_process_free(rt->free_rm);
   rt->free_rm = NULL;
-  lc__process_free_awaited(rt->workdir_keeper); /* it removes the directory; gone when it ends */
+  /* it removes the directory; gone when it ends */
+  lc__process_free_by(rt->workdir_keeper, rt->free_deadline);
   workdir_out_free(rt->workdir_keeper_arg);
   runtime_close(rt);
   lc__runtime_jump_drop(rt->jump);
@@ -1201,13 +1198,6 @@ int lc_process_stop(lc_process *p) {
   return lc__engine_run(p->engine, &pc.call, stop_fn);
 }
 
-/*
- * How long a teardown waits for the confirmed end of a process under a lifeline, beyond the kill
- * grace period: the lifeline's SIGTERM, grace, SIGKILL, its sweep and its cleanup (a working
- * directory's removal), then the wrapper's exit status over the channel.
- */
-#define LC__PROC_END_MARGIN_MS 10000
-
 uint64_t lc__process_end_deadline(const lc_process *p) {
   return lc__now_ms() + (uint64_t)(p != NULL ? p->grace_ms : 0) + LC__PROC_END_MARGIN_MS;
 }
@@ -1231,10 +1221,14 @@ void lc__process_end_wait(lc_process *p, uint64_t deadline) {
   lc__engine_unlock(p->engine);
 }
 
-void lc__process_free_awaited(lc_process *p) {
+void lc__process_free_by(lc_process *p, uint64_t deadline) {
   lc__process_end_begin(p);
-  lc__process_end_wait(p, lc__process_end_deadline(p));
+  lc__process_end_wait(p, deadline);
   lc_process_free(p);
+}
+
+void lc__process_free_awaited(lc_process *p) {
+  lc__process_free_by(p, lc__process_end_deadline(p));
 }
 
 void lc_process_free(lc_process *p) {

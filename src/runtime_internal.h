@@ -258,11 +258,13 @@ struct lc_runtime {
   /* [atomic]: its index in the group a cluster last found it in (lc__cluster_host_index): a
    * hint, checked before it is used */
   size_t group_hint;
-  /* [owner]: lc__runtime_free_begin ran; the removal of the working directory it started,
-   * awaited until free_rm_deadline (lc__now_ms) by lc_runtime_free */
+  /* [owner]: lc__runtime_free_begin ran; the removal of the working directory it started; when
+   * it began plus the kill grace and LC__PROC_END_MARGIN_MS (lc__now_ms): lc_runtime_free awaits
+   * the removal, the keeper and the relay's helper until then, so that a group's hosts that are
+   * slow to end their processes are awaited together, not each for its own margin in turn */
   int free_begun;
   lc_process *free_rm;
-  uint64_t free_rm_deadline;
+  uint64_t free_deadline;
   /* [wdmu]: the helper that listens for this host's mesh ports (meshrelay.c), or NULL */
   struct lc__meshrelay *relay;
 };
@@ -462,8 +464,9 @@ int lc__meshrelay_ended(lc_runtime *rt, int **ports, size_t *n);
 void lc__runtime_free_begin(lc_runtime *rt);
 /* Tells rt's relay to end, without waiting. */
 void lc__meshrelay_end_begin(lc_runtime *rt);
-/* Stops the relay of rt (lc_runtime_free). */
-void lc__meshrelay_free(lc_runtime *rt);
+/* Stops the relay of rt (lc_runtime_free): its helper's end awaited until deadline (lc__now_ms), or
+ * for its own margin when 0. */
+void lc__meshrelay_free(lc_runtime *rt, uint64_t deadline);
 /* Drops log's entries from index from on (each relay stops listening on them). */
 void lc__relaylog_drop(lc__relaylog *log, size_t from);
 /* Drops the entries of the ports (sorted ascending) on rt, or on every host when rt is NULL: one
@@ -513,6 +516,13 @@ int lc__runtime_spawn_setup(lc_process **out, lc_runtime *rt, const char *comman
  * outlasts any cluster (68 years); GNU's and busybox's sleep take the number. */
 #define LC__KEEPER_SH "exec sleep 2147483647\n"
 
+/*
+ * How long a teardown waits for the confirmed end of a process under a lifeline, beyond the kill
+ * grace period: the lifeline's SIGTERM, grace, SIGKILL, its sweep and its cleanup (a working
+ * directory's removal), then the wrapper's exit status over the channel.
+ */
+#define LC__PROC_END_MARGIN_MS 10000
+
 /* A teardown that returns when nothing is left, for many processes at once: end_begin tells a
  * process under a lifeline to stop (returns at once); end_wait awaits its confirmed end until
  * deadline (lc__now_ms), and not at all while its host does not answer; end_deadline is now plus
@@ -526,6 +536,8 @@ int lc__process_finished(lc_process *p, lc_exec_result *out);
 void lc__process_end_begin(lc_process *p);
 void lc__process_end_wait(lc_process *p, uint64_t deadline);
 void lc__process_free_awaited(lc_process *p);
+/* free_awaited with a deadline of the caller's (lc__now_ms), shared by many processes. */
+void lc__process_free_by(lc_process *p, uint64_t deadline);
 /* Starts making rt's working directory without waiting (lc_runtime_workdir then waits for it),
  * so that many hosts make theirs at once. 0 when started or already there. Any thread but the
  * engine's. */

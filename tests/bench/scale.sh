@@ -233,13 +233,15 @@ hosts_quiet() { # LIMIT_S
 # in their network namespaces, sshd's included, / H), one worker's context on lab0 (its
 # cluster.json, the largest environment of a process there): a line for the notes.
 side_measure() { # PHASE PID WORKERS
-  local fds thr rss=0 p json env=0 e
+  local fds thr rss=0 p json env=0 e k v
   fds=$(find "/proc/$2/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   thr=$(find "/proc/$2/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   for ((i = 0; i < H; i++)); do
     for p in $(ip netns pids "${NETNS[$i]}" 2>/dev/null); do
-      e=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null)
-      rss=$((rss + ${e:-0}))
+      # builtins only: a fork per process takes minutes on hosts loaded by 64 Dask workers
+      while read -r k v _; do
+        [[ $k == VmRSS: ]] && { rss=$((rss + v)); break; }
+      done 2>/dev/null <"/proc/$p/status"
       if ((i == 0)); then
         e=$({ wc -c <"/proc/$p/environ"; } 2>/dev/null)
         ((${e:-0} > env)) && env=$e
@@ -268,10 +270,11 @@ proc_usage() { # PID
 
 # A cluster start in the foreground until "ready:", then Ctrl-C (SIGINT) and its stop.
 # Rows: PHASE (start: wall until ready, CPU and VmHWM of lazyclusterctl then, sshd ticks of the
-# whole start and stop) and PHASE-stop (wall of the stop, lazyclusterctl's CPU during it, its last
-# value read every 20 ms until it exits).
+# whole start and stop) and PHASE-stop (wall of the stop from its SIGINT, lazyclusterctl's CPU
+# during it, its last value read every 20 ms until it exits).
 start_stop() { # PHASE ROUND LIMIT_S WORKERS START-ARGS...
-  local phase=$1 round=$2 limit=$3 workers=$4 pid line ready=0 t0 t1 t2 k0 cpu_ready rss rc cat_pid s
+  local phase=$1 round=$2 limit=$3 workers=$4 pid line ready=0 t0 t1 ts t2 k0 cpu_ready cpu_stop rss
+  local rc cat_pid s
   shift 4
   sleep 0.3
   sshd_ticks; k0=$SSHD_TICKS
@@ -295,6 +298,10 @@ start_stop() { # PHASE ROUND LIMIT_S WORKERS START-ARGS...
   proc_usage "$pid"
   cpu_ready=$CPU_MS rss=$HWM
   ((ready && round == 1)) && side_measure "$phase" "$pid" "$workers"
+  # the stop's row begins here, not at "ready:" (side_measure's time is no one's)
+  proc_usage "$pid"
+  cpu_stop=$CPU_MS
+  ts=${EPOCHREALTIME/./}
   kill -INT "$pid" 2>/dev/null
   cat <&3 >/dev/null & # until it exits (it closes stdout)
   cat_pid=$!
@@ -321,7 +328,7 @@ start_stop() { # PHASE ROUND LIMIT_S WORKERS START-ARGS...
   # rc of a stopped foreground start: 130 (SIGINT) is its normal end
   ((rc == 0 || rc == 130)) || { FAIL=1; say "$phase on $H hosts: stop exited $rc: $(tail -n 3 "$WORK/start.err" | tr '\n' ' ')"; }
   record "$H" "$phase" lazyclusterctl "$round" $(((t1 - t0) / 1000)) "$cpu_ready" "$rss" $((SSHD_TICKS - k0)) 0
-  record "$H" "$phase-stop" lazyclusterctl "$round" $(((t2 - t1) / 1000)) $((CPU_MS - cpu_ready)) "$HWM" 0 "$rc"
+  record "$H" "$phase-stop" lazyclusterctl "$round" $(((t2 - ts) / 1000)) $((CPU_MS - cpu_stop)) "$HWM" 0 "$rc"
 }
 
 sshcluster() { # ROUND

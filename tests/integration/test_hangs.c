@@ -3,7 +3,8 @@
  * hosts: a group exec whose command on one host never ends (the per-host timeout ends it there and
  * nowhere else), a command that writes 1 GB through a group exec (our memory stays bounded, the
  * report keeps the last lines), and discovery with a host whose nvidia-smi hangs (the facts step's
- * timeout reports that host and leaves nothing behind on it).
+ * timeout reports that host and leaves nothing behind on it), and a group's free whose hosts
+ * answer but do not end their processes (one deadline for all of them, not one each in turn).
  */
 #include "lc_test.h"
 #include "testenv.h"
@@ -323,11 +324,53 @@ static void test_cancel_master_wait(void) { cancel_case("exec sleep 1001", "lab0
 /* During the workers' starts: the master (here) listens, the workers never do. */
 static void test_cancel_worker_wait(void) { cancel_case(master_tmpl, NULL, 6000); }
 
+/* Sends the signal *arg to a process of a host that is not an sshd. */
+static int signal_unless_sshd(long pid, const char *comm, const void *arg) {
+  return strncmp(comm, "sshd", 4) != 0 && kill((pid_t)pid, *(const int *)arg) == 0;
+}
+
+/*
+ * lc_group_free awaits the ends of all its hosts' processes against one deadline fixed when it
+ * began: with every process but sshd stopped (SIGSTOP) on 4 hosts that still answer, no end is
+ * confirmed, and the free returns after one kill grace plus margin (13 s), not one per host in
+ * turn (52 s: what a 64-host Dask stop on a loaded machine waited, several minutes). Resumed, the
+ * keepers see their lifelines gone and remove the working directories: nothing is left.
+ */
+static void test_free_slow_hosts(void) {
+  const int stop = SIGSTOP, cont = SIGCONT;
+  char dirs[4][512];
+  lc_group *g = connect_labs(4);
+  uint64_t t0;
+  double took;
+  LC_REQUIRE(g != NULL);
+  for (int i = 0; i < 4; i++) {
+    const char *wd = NULL;
+    LC_REQUIRE_OK(lc_runtime_workdir(&wd, lc_group_at(g, i)));
+    snprintf(dirs[i], sizeof(dirs[i]), "%s", wd);
+  }
+  for (int i = 0; i < 4; i++)
+    LC_CHECK(th_each_proc(i, "comm", signal_unless_sshd, &stop) > 0);
+  t0 = now_ms();
+  lc_group_free(g);
+  took = (double)(now_ms() - t0) / 1000.0;
+  fprintf(stderr, "  the free of 4 hosts that end nothing returned after %.2f s\n", took);
+  LC_CHECK(took < 30.0); /* a bound, not a timing: one host after the other is 4 x 13 s */
+  for (int i = 0; i < 4; i++)
+    th_each_proc(i, "comm", signal_unless_sshd, &cont);
+  for (int i = 0; i < 4; i++) {
+    LC_CHECK(procs_left(i, dirs[i]) == 0);
+    LC_CHECK(th_run("exec %d -- sh -c 'for k in $(seq 100); do [ -e %s ] || exit 0; sleep 0.1; "
+                    "done; exit 1'",
+                    i, dirs[i]) == 0);
+  }
+}
+
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_exec_timeout),           LC_TEST(test_exec_big_output),
       LC_TEST(test_discover_facts_timeout), LC_TEST(test_cancel_master_wait),
       LC_TEST(test_cancel_worker_wait),     LC_TEST(test_discover_cancel),
+      LC_TEST(test_free_slow_hosts),
   };
   int r;
   th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
