@@ -124,7 +124,10 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
   char *acc = lc__calloc(c->nworkers + 1, 1); /* the worker's port accepted a probe */
   int *ports = lc__calloc(c->nworkers + 2, sizeof(*ports));
   char msg[4096];
-  int r = 0;
+  int r = 0, rescan = 1;
+  size_t pending = 0;
+  lc_process *some = NULL;
+  uint64_t seen = 0, scanned_at = 0;
 
   if (ls == NULL || pr == NULL || next == NULL || listed == NULL || lgap == NULL || gap == NULL ||
       check == NULL || probed == NULL || needed == NULL || confirm == NULL || blind == NULL ||
@@ -137,11 +140,9 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
     lgap[h] = LC__PROBE_LISTING_MS;
   }
   for (;;) {
-    size_t pending = 0;
     lc__listing *busy = NULL;
     lc__probe *probing = NULL;
-    lc_process *some = NULL;
-    uint64_t now = lc__now_ms();
+    uint64_t now = lc__now_ms(), changes;
     for (size_t h = 0; h < nh; h++) {
       int b = 0;
       if (pr[h] == NULL || !lc__probe_wait(pr[h], 0))
@@ -181,6 +182,7 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
         }
         r = 0;
         w->ready = 1;
+        rescan = 1;
         /* found by a listing though its probes failed: the next probe asks this port too */
         if (!acc[i] && !blind[h])
           check[h] = w->info.port;
@@ -194,25 +196,36 @@ int lc__workers_wait_listening(lc_cluster *c, size_t first, uint64_t deadline) {
         next[h] = now + gap[h];
       }
     }
-    memset(needed, 0, nh);
-    for (size_t i = first; i < c->nworkers; i++) {
-      lc__worker *w = &c->workers[i];
-      size_t h = lc__cluster_host_index(c, w->rt);
-      if (w->ready)
-        continue;
-      if (lc_process_wait(NULL, w->proc, 0) != -ETIMEDOUT) {
-        lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
-        r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->out->tag, msg);
-        goto out;
+    /* the workers: looked at again only when the engine's state moved (a process ended: it
+     * counts as a change before its waiters can see it), a listing made some ready, or a second
+     * passed; a pass that changed nothing costs no look at each of thousands of workers */
+    changes = lc__engine_changes(lc__group_engine(c->group));
+    if (rescan || changes != seen || now >= scanned_at + 1000) {
+      seen = changes;
+      scanned_at = now;
+      rescan = 0;
+      pending = 0;
+      some = NULL;
+      memset(needed, 0, nh);
+      for (size_t i = first; i < c->nworkers; i++) {
+        lc__worker *w = &c->workers[i];
+        size_t h = lc__cluster_host_index(c, w->rt);
+        if (w->ready)
+          continue;
+        if (lc__process_finished(w->proc, NULL)) {
+          lc__cluster_how_ended(c, w->out, w->proc, msg, sizeof(msg));
+          r = lc__error_set(LC_EREMOTE, "%s failed to start: %s", w->out->tag, msg);
+          goto out;
+        }
+        if (c->w->portless || h == (size_t)-1) {
+          w->ready = 1;
+          lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
+          continue;
+        }
+        needed[h] = 1;
+        pending++;
+        some = w->proc;
       }
-      if (c->w->portless || h == (size_t)-1) {
-        w->ready = 1;
-        lc__cluster_emit(c, LC_CLUSTER_WORKER_UP, w->info.index);
-        continue;
-      }
-      needed[h] = 1;
-      pending++;
-      some = w->proc;
     }
     if (pending == 0)
       goto out;
