@@ -47,7 +47,8 @@ LC_EXTERN int lc_group_new(lc_group **out, lc_engine *engine, const lc_group_opt
 
 /**
  * Releases everything the group made and holds: its tunnels, then its runtimes (their processes
- * end, their working directories go unless kept). NULL is fine.
+ * end, their working directories go unless kept). Every host is told at once and all are awaited
+ * against one deadline (the kill grace plus 10 s), whatever the number of hosts. NULL is fine.
  */
 LC_EXTERN void lc_group_free(lc_group *g);
 
