@@ -326,8 +326,8 @@ static int answered(const lc__meshrelay *m, unsigned seq) {
   return m->state == R_FAILED || m->answered >= seq;
 }
 
-/* Ends the helper and the carrier; the ports stay for lc__meshrelay_ended's caller. */
-/* deadline: the helper's end is awaited until then (lc__now_ms), or for its own margin when 0 */
+/* Ends the helper and the carrier; the ports stay for lc__meshrelay_ended's caller. The helper's
+ * end is awaited until deadline (lc__now_ms), or for its own margin when deadline is 0. */
 static void relay_stop(lc__meshrelay *m, uint64_t deadline) {
   lc_forward_free(m->carrier); /* no connection is routed after this */
   m->carrier = NULL;
