@@ -465,6 +465,11 @@ void lc__runtime_discard(lc_runtime *rt) {
   runtime_release(rt);
 }
 
+/* When a teardown begun now stops waiting for the confirmed end of a process with that grace. */
+static uint64_t end_deadline(int grace_ms) {
+  return lc__now_ms() + (uint64_t)grace_ms + LC__PROC_END_MARGIN_MS;
+}
+
 void lc__runtime_free_begin(lc_runtime *rt) {
   lc__buf cmd = {0};
   lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
@@ -479,7 +484,7 @@ void lc__runtime_free_begin(lc_runtime *rt) {
   if (rt->workdir != NULL && !rt->opts.keep_workdir && lc_runtime_is_connected(rt) &&
       lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0)
     lc__runtime_spawn_setup(&rt->free_rm, rt, cmd.data, &eo, NULL);
-  rt->free_deadline = lc__now_ms() + (uint64_t)rt->opts.kill_grace_ms + LC__PROC_END_MARGIN_MS;
+  rt->free_deadline = end_deadline(rt->opts.kill_grace_ms);
   lc__buf_free(&cmd);
   lc__process_end_begin(rt->workdir_keeper); /* it removes the directory too, as it ends */
   lc__meshrelay_end_begin(rt);
@@ -1199,7 +1204,7 @@ int lc_process_stop(lc_process *p) {
 }
 
 uint64_t lc__process_end_deadline(const lc_process *p) {
-  return lc__now_ms() + (uint64_t)(p != NULL ? p->grace_ms : 0) + LC__PROC_END_MARGIN_MS;
+  return end_deadline(p != NULL ? p->grace_ms : 0);
 }
 
 void lc__process_end_begin(lc_process *p) {
