@@ -557,6 +557,7 @@ void lc_hostinfo_free(lc_hostinfo *info) {
   free(info->executables);
   free(info->executable_paths);
   lc_ports_free(info->listening);
+  lc_ports_free(info->held);
   free(info);
 }
 

@@ -40,6 +40,7 @@ struct lc_hostinfo {
   char **executables;      /* their names, as asked */
   char **executable_paths; /* NULL where absent */
   lc_ports *listening;     /* NULL when unknown */
+  lc_ports *held;          /* ports its connections hold (ports_internal.h); NULL when unknown */
   uint64_t loopback;       /* its loopback's id (ports_internal.h), 0 when unknown */
   size_t gpus_detected;
   int gpus_declared;

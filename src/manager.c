@@ -262,7 +262,7 @@ int lc_discover(lc_group **out_group, lc_discovery **out_report, lc_engine *engi
       lc_hostinfo_declare_gpus(c->info, c->gpus);
     lc_runtime_set_resources(lc_group_find(g, c->host), (int)c->info->gpu_count, c->slots);
     if (c->info->listening != NULL) /* the first port scan of a start need not ask again */
-      lc__ports_keep_fresh(lc_group_find(g, c->host), c->info->listening);
+      lc__ports_keep_fresh(lc_group_find(g, c->host), c->info->listening, c->info->held);
     lc__runtime_learn_loopback(lc_group_find(g, c->host), c->info->loopback);
     if ((why = filtered_out(c, &o)) != NULL) {
       c->state = LC_HOST_FILTERED;

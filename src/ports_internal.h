@@ -12,14 +12,18 @@
 #include "lazycluster/runtime.h"
 
 /*
- * The listing of a host's listening TCP ports, IPv4 and IPv6: ss asked for listeners only, where
- * ss is; else /proc/net/tcp and /proc/net/tcp6. ss first because its kernel side visits only the
- * listening sockets, while reading /proc/net/tcp walks the whole established-connection table,
- * which is sized by the machine's memory, not by its connections (docs/benchmarks.md,
- * "Measurements quoted by the code", M1).
+ * The listing of a host's TCP ports, IPv4 and IPv6, listening or held by a connection: ss where
+ * it is; else /proc/net/tcp and /proc/net/tcp6. A port that a connection holds as its local port
+ * (one the kernel gave a connection from its ephemeral range, a tunnel's through sshd or any
+ * other) cannot be bound by a listener, SO_REUSEADDR or not, so a port is free on a host only when
+ * neither listens nor is held; TIME-WAIT holds nothing for a listener that sets SO_REUSEADDR, as
+ * servers do. Asking for every state makes the kernel walk its established-connection table,
+ * sized by the machine's memory (docs/benchmarks.md, "Measurements quoted by the code", M1: about
+ * 5 ms of a host's CPU per listing against under 0.1 ms for listeners alone): paid once or
+ * twice per host and start. Readiness, which looks many times, asks for listeners alone.
  */
 #define LC__LISTING_COMMAND                                                                        \
-  "ss -tne state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+  "ss -tnae exclude time-wait 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
 /*
  * Who reads a host's listing, in one line: "lc-uid N LOOPBACK", N the reader's uid (ss -e and
@@ -65,6 +69,10 @@ typedef struct lc__portscan {
    * each of the hosts' scans that are kept at once: 1 MiB at 64 hosts) */
   uint16_t *listen;
   size_t nlisten, listen_cap;
+  /* the local ports of the connections listed (any state but TIME-WAIT and closed; the other
+   * end's port is not this host's), ascending, each once (lc__portscan_add_held) */
+  uint16_t *held;
+  size_t nheld, held_cap;
   int nomem; /* a port could not be kept: the scan is incomplete (lc__portscan_to_ports fails) */
   size_t headers; /* header lines ("sl local_address ..."): 1 per file read */
   size_t entries; /* socket lines understood, in any state */
@@ -87,10 +95,14 @@ typedef struct lc__portscan {
   size_t mask;
 } lc__portscan;
 
-/* Adds port to s's listening ports. Returns 0 or -ENOMEM (then s->nomem is set). */
+/* Adds port to s's listening ports, or to the ports that its connections hold. Returns 0 or
+ * -ENOMEM (then s->nomem is set). */
 int lc__portscan_add(lc__portscan *s, int port);
+int lc__portscan_add_held(lc__portscan *s, int port);
 /* Whether port listens in s. */
 int lc__portscan_listens(const lc__portscan *s, int port);
+/* Whether port is taken in s: it listens or a connection holds it (no listener can bind it). */
+int lc__portscan_taken(const lc__portscan *s, int port);
 /* Frees s's listening ports (found and its index are the caller's). */
 void lc__portscan_clear(lc__portscan *s);
 /* lc__portscan_clear, then free(s) (s from lc__calloc); NULL is fine. */
@@ -131,8 +143,10 @@ const lc__listener *lc__portscan_stranger(const lc__portscan *s, int port);
  * (or s cannot tell whose they are, and the port listens). */
 int lc__portscan_ours(const lc__portscan *s, int port);
 
-/* The listening ports of s as a new set. Returns 0 or -ENOMEM. */
+/* The listening ports of s as a new set, or (held) the ports its connections hold. Returns 0 or
+ * -ENOMEM. */
 int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
+int lc__portscan_held_to_ports(lc_ports **out, const lc__portscan *s);
 
 /*
  * The listening ports of n runtimes, read all at once into out[0..n-1]. Returns 0, or the first
@@ -142,11 +156,12 @@ int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s);
 int lc__ports_scan(lc__portscan *out, lc_runtime *const *rts, size_t n, int timeout_ms);
 
 /*
- * Keeps listening (what a host's facts just read) on rt, so that the next lc__ports_scan of rt
- * within LC__FRESH_LISTING_MS takes it instead of another round trip; taken once. -ENOMEM or 0.
+ * Keeps listening and held (what a host's facts just read; held NULL: none) on rt, so that the
+ * next lc__ports_scan of rt within LC__FRESH_LISTING_MS takes them instead of another round trip;
+ * taken once. -ENOMEM or 0.
  */
 #define LC__FRESH_LISTING_MS 2000
-int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening);
+int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening, const lc_ports *held);
 
 /* One host's listing, started and judged apart (readiness watches many hosts at its own pace). */
 /* Probes of ports on one host (the backend's probe op: a connection to 127.0.0.1:PORT there,

@@ -244,6 +244,15 @@ typedef void (*lc_cluster_event_cb)(lc_cluster *cluster, lc_cluster_event event,
 
 /** The library's start limits, for a type that states none. */
 #define LC_CLUSTER_MASTER_TIMEOUT_MS 3000
+/*
+ * The default ports: above Linux's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
+ * default), so that no connection made on a host (a tunnel's own, through sshd, or a Dask
+ * worker's) is given one of them as its local port between the moment a port is picked as free
+ * and the moment the master or a worker binds it: such a port cannot be bound, SO_REUSEADDR or
+ * not. (The defaults were 60000 and 60001-60199, inside that range.)
+ */
+#define LC_CLUSTER_MASTER_PORT 61000
+#define LC_CLUSTER_WORKER_PORTS "61001-61199"
 #define LC_CLUSTER_WORKER_TIMEOUT_MS 30000
 
 /** Options of a cluster. A zero field means the default. */
@@ -253,11 +262,12 @@ typedef struct lc_cluster_options {
    * runtime of the cluster's own whose umask is the union of the group's runtimes' umasks, as
    * strict as each of them: lc_runtime_options.umask). */
   const char *master_host;
-  /** The master's port; default 60000; another free one from master_ports when it is taken. */
+  /** The master's port; default LC_CLUSTER_MASTER_PORT (61000); another free one from master_ports
+   * when it is taken. */
   int master_port;
   /** Non-zero: master_port or nothing (-EADDRINUSE when it is taken). */
   int master_port_fixed;
-  /** Worker ports; default "60001-60199". */
+  /** Worker ports; default LC_CLUSTER_WORKER_PORTS ("61001-61199"). */
   const char *worker_ports;
   /** Master start limit in ms; default: the master launcher's timeout_ms, else
    * LC_CLUSTER_MASTER_TIMEOUT_MS. */

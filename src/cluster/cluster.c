@@ -137,7 +137,7 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
   else if (opts != NULL) /* version 1 ends with env */
     memcpy(&c->opts, opts, offsetof(lc_cluster_options, on_event));
   if (c->opts.master_port <= 0)
-    c->opts.master_port = 60000;
+    c->opts.master_port = LC_CLUSTER_MASTER_PORT;
   /* the repair: what older callers got is never to restart */
   if (c->opts.version < 5)
     c->opts.restart = LC_RESTART_NEVER;
@@ -201,8 +201,8 @@ int lc_cluster_new(lc_cluster **out, lc_group *group, lc_master_launcher *master
     r = lc__error_set(-EINVAL, "cluster: master port %d is out of range", c->opts.master_port);
     goto out;
   }
-  if ((r = lc_ports_parse(&c->worker_ports,
-                          c->opts.worker_ports ? c->opts.worker_ports : "60001-60199")) < 0)
+  if ((r = lc_ports_parse(&c->worker_ports, c->opts.worker_ports ? c->opts.worker_ports
+                                                                 : LC_CLUSTER_WORKER_PORTS)) < 0)
     goto out;
   c->opts.worker_ports = NULL;
   if (c->opts.master_host != NULL && (c->master_host_opt = lc__strdup(c->opts.master_host)) == NULL)

@@ -223,7 +223,8 @@ lc_runtime **lc__cluster_runtimes(lc_cluster *c, size_t *n);
 const char *lc__cluster_port_taken_where(lc_cluster *c, int port);
 int lc__cluster_pick_port(lc_cluster *c, int *out, const lc_ports *ranges);
 int lc__cluster_scan(lc_cluster *c, lc__hostscan *sc);
-int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port);
+/* Whether port is taken on host i of sc: it listens there or a connection holds it. */
+int lc__hostscan_taken(const lc__hostscan *sc, size_t i, int port);
 /* Frees what sc holds (a scan that failed too). */
 void lc__hostscan_free(lc__hostscan *sc);
 size_t lc__cluster_host_index(lc_cluster *c, lc_runtime *rt);

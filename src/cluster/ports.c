@@ -45,21 +45,27 @@ lc_runtime **lc__cluster_runtimes(lc_cluster *c, size_t *n) {
   return v;
 }
 
-/* Where port is taken: "this machine" or a host's name; NULL when nowhere. */
+/* Where port is taken (listened on, or held by a connection): "this machine" or the first host's
+ * name, all hosts asked at once; NULL when nowhere (or no host that answered). */
 const char *lc__cluster_port_taken_where(lc_cluster *c, int port) {
   size_t n;
   lc_runtime **rts;
+  lc__portscan *scans = NULL;
   const char *where = NULL;
   if (lc_port_is_free_local(port) == 0 || lc_port_is_reserved(port))
     return "this machine";
-  if ((rts = lc__cluster_runtimes(c, &n)) == NULL)
+  if ((rts = lc__cluster_runtimes(c, &n)) == NULL ||
+      (scans = lc__calloc(n, sizeof(*scans))) == NULL) {
+    free(rts);
     return NULL;
-  for (size_t i = 0; i < n && where == NULL; i++) {
-    lc_ports *l = NULL;
-    if (lc_ports_listening(&l, rts[i], 10000) == 0 && lc_ports_contains(l, port))
-      where = lc_runtime_name(rts[i]);
-    lc_ports_free(l);
   }
+  lc__ports_scan(scans, rts, n, 10000); /* a host that does not answer tells nothing */
+  for (size_t i = 0; i < n; i++) {
+    if (where == NULL && lc__portscan_taken(&scans[i], port))
+      where = lc_runtime_name(rts[i]);
+    lc__portscan_clear(&scans[i]);
+  }
+  free(scans);
   free(rts);
   return where;
 }
@@ -101,8 +107,8 @@ void lc__hostscan_free(lc__hostscan *sc) {
   sc->n = 0;
 }
 
-int lc__hostscan_has(const lc__hostscan *sc, size_t i, int port) {
-  return lc__portscan_listens(&sc->per[i], port);
+int lc__hostscan_taken(const lc__hostscan *sc, size_t i, int port) {
+  return lc__portscan_taken(&sc->per[i], port);
 }
 
 /* Called for every worker in loops over the hosts (readiness, context, placement): the
@@ -127,7 +133,7 @@ int lc__cluster_pick_from_scan(lc_cluster *c, const lc__hostscan *sc, const lc_p
   for (size_t k = 0; k < lc_ports_count(ranges) && got < n; k++) {
     int port = lc_ports_at(ranges, k), taken = 0;
     for (size_t i = 0; i < lc_group_count(c->group) && !taken; i++)
-      taken = lc__hostscan_has(sc, i, port);
+      taken = lc__hostscan_taken(sc, i, port);
     if (taken || lc_port_reserve(port) < 0)
       continue;
     if (lc_port_is_free_local(port) != 1 || keep_port(c, port) < 0) {

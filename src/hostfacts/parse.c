@@ -387,7 +387,8 @@ int lc__hostfacts_parse(lc_hostinfo *out, const char *text, size_t len,
       lc__hostinfo_memory(lc__hostinfo_memtotal_in(&view), lc__cgroup_memory_limit_in(&view));
   if (ft.scan->has_uid)
     out->loopback = ft.scan->loopback;
-  if (ft.scan->headers > 0 && (r = lc__portscan_to_ports(&out->listening, ft.scan)) < 0)
+  if (ft.scan->headers > 0 && ((r = lc__portscan_to_ports(&out->listening, ft.scan)) < 0 ||
+                               (r = lc__portscan_held_to_ports(&out->held, ft.scan)) < 0))
     goto out;
   if ((r = facts_gpus(&ft, out)) < 0)
     goto out;

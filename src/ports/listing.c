@@ -215,16 +215,19 @@ int lc_ports_listening(lc_ports **out, lc_runtime *rt, int timeout_ms) {
   return r;
 }
 
-int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening) {
+int lc__ports_keep_fresh(lc_runtime *rt, const lc_ports *listening, const lc_ports *held) {
   lc__portscan *s = lc__calloc(1, sizeof(*s));
   if (s == NULL)
     return -ENOMEM;
   s->headers = 2;
   for (size_t i = 0; i < lc_ports_count(listening); i++)
-    if (lc__portscan_add(s, lc_ports_at(listening, i)) < 0) {
-      lc__portscan_free(s);
-      return -ENOMEM;
-    }
+    lc__portscan_add(s, lc_ports_at(listening, i));
+  for (size_t i = 0; held != NULL && i < lc_ports_count(held); i++)
+    lc__portscan_add_held(s, lc_ports_at(held, i));
+  if (s->nomem) {
+    lc__portscan_free(s);
+    return -ENOMEM;
+  }
   __atomic_store_n(&rt->fresh_listing_at, lc__now_ms(), __ATOMIC_RELAXED);
   lc__portscan_free(__atomic_exchange_n(&rt->fresh_listing, s, __ATOMIC_ACQ_REL));
   return 0;
@@ -419,6 +422,8 @@ int lc_ports_common_free(int *out, lc_runtime *const *rts, size_t n, const lc_po
     }
     for (size_t k = 0; k < ls[i].scan.nlisten; k++)
       lc__ports_bit_set(taken, ls[i].scan.listen[k]);
+    for (size_t k = 0; k < ls[i].scan.nheld; k++) /* a connection's: no listener can bind it */
+      lc__ports_bit_set(taken, ls[i].scan.held[k]);
   }
 
   /* The first candidate that passes; checked and reserved under one lock. */

@@ -1,6 +1,7 @@
 /*
- * scan.c - the reader of a host's listing of listening ports: ss's output or /proc/net/tcp{,6}
- * (lc__portscan_*), and who listens on a watched port (lc__portscan_ours, _stranger). Pure
+ * scan.c - the reader of a host's listing of its ports, listening or held by a connection: ss's
+ * output or /proc/net/tcp{,6} (lc__portscan_*), and who listens on a watched port
+ * (lc__portscan_ours, _stranger). Pure
  * functions of their input: no system calls, no global state.
  */
 #include "ports_private.h"
@@ -234,7 +235,8 @@ static long ss_uid(const char *line, size_t len, size_t i) {
 
 /*
  * A line of `ss -tn state listening`: "RECVQ SENDQ LOCAL:PORT PEER:PORT", LOCAL being an IPv4
- * address, [IPv6], or *, each with an optional %interface; an older ss may put a state first.
+ * address, [IPv6], or *, each with an optional %interface; with more than one state asked (and
+ * in an older ss) a state comes first: "LISTEN ...", "ESTAB ..." (a held port), "TIME-WAIT ...".
  * The header ("Recv-Q Send-Q Local Address:Port ...") counts as a header. Returns 1 when the line
  * was one of these (and counted), 0 when it is not ss's.
  */
@@ -242,7 +244,7 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
   static const char local[] = "Local Address";
   int q, port = 0;
   size_t start, colon = 0, n = 0;
-  int listen = 1;
+  int listen = 1, held = 0;
 
   if ((len - i >= 6 && memcmp(line + i, "Recv-Q", 6) == 0) ||
       (len - i >= 5 && memcmp(line + i, "State", 5) == 0)) {
@@ -258,6 +260,10 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
     while (i < len && !is_tab_or_space(line[i]))
       i++;
     listen = i - start == 6 && memcmp(line + start, "LISTEN", 6) == 0;
+    /* a connection's end holds its local port, but in TIME-WAIT (SO_REUSEADDR binds over it)
+     * or UNCONN (closed) */
+    held = !listen && !(i - start == 9 && memcmp(line + start, "TIME-WAIT", 9) == 0) &&
+           !(i - start == 6 && memcmp(line + start, "UNCONN", 6) == 0);
     skip_blanks(line, len, &i);
   }
   for (int k = 0; k < 2; k++) { /* Recv-Q, Send-Q */
@@ -284,6 +290,8 @@ static int ss_line(lc__portscan *s, const char *line, size_t len, size_t i) {
       l.uid = ss_uid(line, len, i);
       keep_listener(s, &l);
     }
+  } else if (held && port > 0) {
+    lc__portscan_add_held(s, port);
   }
   return 1;
 }
@@ -341,6 +349,8 @@ void lc__portscan_line(lc__portscan *s, const char *line, size_t len) {
         local.uid = -1;
       keep_listener(s, &local);
     }
+  } else if (state != 0x06 && state != 0x07 && local.port > 0) { /* not TIME_WAIT, CLOSE */
+    lc__portscan_add_held(s, local.port);
   }
   return;
 skip:
@@ -358,14 +368,14 @@ void lc__portscan_text(lc__portscan *s, const char *text, size_t len) {
   }
 }
 
-/* Where port is in s->listen, or would go. */
-static size_t listen_find(const lc__portscan *s, int port) {
-  size_t lo = 0, hi = s->nlisten;
-  if (hi > 0 && s->listen[hi - 1] < port) /* the common case when a listing is in order */
+/* Where port is in v[0..n) (ascending), or would go. */
+static size_t set_find(const uint16_t *v, size_t n, int port) {
+  size_t lo = 0, hi = n;
+  if (hi > 0 && v[hi - 1] < port) /* the common case when a listing is in order */
     return hi;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (s->listen[mid] < port)
+    if (v[mid] < port)
       lo = mid + 1;
     else
       hi = mid;
@@ -373,31 +383,49 @@ static size_t listen_find(const lc__portscan *s, int port) {
   return lo;
 }
 
-int lc__portscan_add(lc__portscan *s, int port) {
-  size_t i = listen_find(s, port);
+static int set_has(const uint16_t *v, size_t n, int port) {
+  size_t i = set_find(v, n, port);
+  return port >= 1 && port <= PORT_MAX && i < n && v[i] == port;
+}
+
+/* Adds port to *set (*n ports, room for *cap), once, in order; -ENOMEM sets s->nomem. */
+static int set_add(lc__portscan *s, uint16_t **set, size_t *n, size_t *cap, int port) {
+  size_t i = set_find(*set, *n, port);
   uint16_t *v;
-  if (port < 1 || port > PORT_MAX || (i < s->nlisten && s->listen[i] == port))
+  if (port < 1 || port > PORT_MAX || (i < *n && (*set)[i] == port))
     return 0;
-  if ((v = lc__grow(s->listen, &s->listen_cap, s->nlisten + 1, sizeof(*v), 16)) == NULL) {
+  if ((v = lc__grow(*set, cap, *n + 1, sizeof(*v), 16)) == NULL) {
     s->nomem = 1;
     return -ENOMEM;
   }
-  s->listen = v;
-  memmove(v + i + 1, v + i, (s->nlisten - i) * sizeof(*v));
+  *set = v;
+  memmove(v + i + 1, v + i, (*n - i) * sizeof(*v));
   v[i] = (uint16_t)port;
-  s->nlisten++;
+  (*n)++;
   return 0;
 }
 
+int lc__portscan_add(lc__portscan *s, int port) {
+  return set_add(s, &s->listen, &s->nlisten, &s->listen_cap, port);
+}
+
+int lc__portscan_add_held(lc__portscan *s, int port) {
+  return set_add(s, &s->held, &s->nheld, &s->held_cap, port);
+}
+
 int lc__portscan_listens(const lc__portscan *s, int port) {
-  size_t i = listen_find(s, port);
-  return port >= 1 && port <= PORT_MAX && i < s->nlisten && s->listen[i] == port;
+  return set_has(s->listen, s->nlisten, port);
+}
+
+int lc__portscan_taken(const lc__portscan *s, int port) {
+  return set_has(s->listen, s->nlisten, port) || set_has(s->held, s->nheld, port);
 }
 
 void lc__portscan_clear(lc__portscan *s) {
   free(s->listen);
-  s->listen = NULL;
-  s->nlisten = s->listen_cap = 0;
+  free(s->held);
+  s->listen = s->held = NULL;
+  s->nlisten = s->listen_cap = s->nheld = s->held_cap = 0;
   s->nomem = 0;
 }
 
@@ -407,18 +435,19 @@ void lc__portscan_free(lc__portscan *s) {
   free(s);
 }
 
-int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s) {
+/* The ports v[0..n) (ascending) of s as a new set. */
+static int set_to_ports(lc_ports **out, const lc__portscan *s, const uint16_t *v, size_t n) {
   lc_ports *p = NULL;
   int r;
   if (s->nomem)
     return lc__error_set(-ENOMEM, "out of memory");
   if ((r = lc_ports_new(&p)) < 0)
     return r;
-  for (size_t k = 0; k < s->nlisten;) { /* runs of consecutive ports as ranges */
+  for (size_t k = 0; k < n;) { /* runs of consecutive ports as ranges */
     size_t e = k;
-    while (e + 1 < s->nlisten && s->listen[e + 1] == s->listen[e] + 1)
+    while (e + 1 < n && v[e + 1] == v[e] + 1)
       e++;
-    if ((r = lc__ports_add_range(p, s->listen[k], s->listen[e])) < 0) {
+    if ((r = lc__ports_add_range(p, v[k], v[e])) < 0) {
       lc_ports_free(p);
       return r;
     }
@@ -426,6 +455,14 @@ int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s) {
   }
   *out = p;
   return 0;
+}
+
+int lc__portscan_to_ports(lc_ports **out, const lc__portscan *s) {
+  return set_to_ports(out, s, s->listen, s->nlisten);
+}
+
+int lc__portscan_held_to_ports(lc_ports **out, const lc__portscan *s) {
+  return set_to_ports(out, s, s->held, s->nheld);
 }
 
 int lc__listener_is_loopback(const lc__listener *l) {

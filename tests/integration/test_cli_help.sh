@@ -45,13 +45,16 @@ h=$(tr -s ' \n' ' ' <"$tmp/exec")
 check "exec --help: --timeout, per host, no limit by default" \
   grep -q -- "--timeout S per host: .*(default none: no limit)" <<<"$h"
 h=$(tr -s ' \n' ' ' <"$tmp/start")
-check "start --help: master port 60000" grep -q -- "--master-port P .*(default 60000;" <<<"$h"
-check "start --help: worker ports 60001-60199" grep -q -- "(default 60001-60199)" <<<"$h"
+check "start --help: master port 61000" grep -q -- "--master-port P .*(default 61000;" <<<"$h"
+check "start --help: worker ports 61001-61199" grep -q -- "(default 61001-61199)" <<<"$h"
 check "start --help: the command type's limits" \
   grep -q "command master $master s, workers $worker s" <<<"$h"
 check "the code's port defaults are those" \
-  grep -q '"60001-60199"' "$src/src/cluster/cluster.c"
-check "the code's master port default is 60000" \
-  grep -rq 'master_port.*60000\|60000.*master_port\|MASTER_PORT 60000' "$src/src" "$src/include"
+  grep -q '#define LC_CLUSTER_WORKER_PORTS "61001-61199"' "$src/include/lazycluster/cluster.h"
+check "the code's master port default is 61000" \
+  grep -q '#define LC_CLUSTER_MASTER_PORT 61000$' "$src/include/lazycluster/cluster.h"
+# ... and lie above every host's ephemeral range (see cluster.h): here, this machine's
+read -r _ eph_hi </proc/sys/net/ipv4/ip_local_port_range
+check "the default ports lie above the ephemeral range (up to $eph_hi)" [ "$eph_hi" -lt 61000 ]
 
 checks_done

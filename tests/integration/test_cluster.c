@@ -151,17 +151,65 @@ static void test_master_moves_with_early_workers(void) {
   unlink(mark);
 }
 
-/* The master's port taken on a host after the listing, by a connection's local port (nothing
- * listens there, so the listing cannot see it): the master's tunnel there cannot listen, and the
- * master moves to another port with its tunnels; the workers reach it there. */
-static void test_master_moves_when_its_tunnel_port_is_taken(void) {
+/* The command type's own master command, and the port that the wrapper below takes on lab2 the
+ * moment the master's command is asked for it: after the listing, as a connection that the kernel
+ * gives that port as its local port does (held: its two ends, -1 until then). */
+static int (*own_master_command)(lc_master_launcher *self, lc_cluster *cluster, int port,
+                                 char **out);
+static int take_port = -1, taken[2] = {-1, -1};
+
+static int command_then_take(lc_master_launcher *self, lc_cluster *cluster, int port, char **out) {
+  if (port == take_port && taken[0] < 0 && th_hold_port_by_connection(2, port, taken) < 0)
+    return -EIO; /* the test could not take the port on lab2 */
+  return own_master_command(self, cluster, port, out);
+}
+
+/* The master's port held on a host by a connection's local port, nothing listening there:
+ * before the start, the listing sees it and the master takes another port at once. */
+static void test_master_port_held_before_the_start(void) {
   lc_master_launcher *m = NULL;
   lc_worker_launcher *w = NULL;
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
   int held[2], port;
-  LC_REQUIRE(th_hold_port_by_connection(2, 61600, held) == 0);
+  LC_REQUIRE(th_hold_port_by_connection(2, 61660, held) == 0);
   LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 61660;
+  o.worker_ports = "61661-61690";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start(c, 3));
+  port = lc_cluster_master_port(c);
+  LC_CHECK(port >= 61661 && port <= 61690);
+  LC_CHECK(strstr(lc_cluster_log(c), "taken after all") == NULL); /* no second attempt */
+  check_workers_reached_master(c, port);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 616[6-9]") == 4);
+  lc_cluster_free(c);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 616[6-9]") == 0);
+  /* that port or nothing: the error names the port and the host */
+  o.master_port_fixed = 1;
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK(lc_cluster_start(c, 3) == -EADDRINUSE);
+  LC_CHECK_CONTAINS(lc_error_last(), "port 61660 is in use on lab2");
+  lc_cluster_free(c);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 616[6-9]") == 0);
+  th_command_type_free(m, w);
+  close(held[1]);
+  close(held[0]);
+}
+
+/* The master's port taken on a host after the listing, by a connection's local port (the
+ * listing could not see it then): the master's tunnel there cannot listen, and the master moves
+ * to another port with its tunnels; the workers reach it there. */
+static void test_master_moves_when_its_tunnel_port_is_taken(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  int *held = taken, port;
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
+  own_master_command = m->command;
+  m->command = command_then_take;
+  take_port = 61600;
   o.master_port = 61600;
   o.worker_ports = "61601-61650";
   LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
@@ -174,9 +222,12 @@ static void test_master_moves_when_its_tunnel_port_is_taken(void) {
   LC_CHECK(th_count_everywhere(HOSTS, "^serve 616") == 4); /* the first master is gone */
   lc_cluster_free(c);
   LC_CHECK(th_count_everywhere(HOSTS, "^serve 616") == 0);
+  LC_CHECK(held[0] >= 0); /* the wrapper did take it */
+  m->command = own_master_command;
   th_command_type_free(m, w);
   close(held[1]);
   close(held[0]);
+  held[0] = held[1] = take_port = -1;
 }
 
 /* Workers whose port is taken after all (here: each says "Address already in use" and dies on its
@@ -987,8 +1038,7 @@ static void test_early_worker_dead_before_ready(void) {
   char mt[4400];
   int r;
   snprintf(mt, sizeof(mt), "sleep 1; %s", master_tmpl); /* the worker ends meanwhile */
-  LC_REQUIRE_OK(th_command_type(&m, &w, mt,
-                                "echo early-worker-gives-up >&2; exit 3"));
+  LC_REQUIRE_OK(th_command_type(&m, &w, mt, "echo early-worker-gives-up >&2; exit 3"));
   LC_REQUIRE(w->version >= 4);
   w->early = 1;
   w->wait_ready = counting_wait_ready;
@@ -1036,6 +1086,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_sigkill_of_start),
       LC_TEST(test_master_moves_with_early_workers),
       LC_TEST(test_workers_move_when_port_taken),
+      LC_TEST(test_master_port_held_before_the_start),
       LC_TEST(test_master_moves_when_its_tunnel_port_is_taken),
       LC_TEST(test_line_hooks_and_counter),
       LC_TEST(test_down_events_each_end_once),

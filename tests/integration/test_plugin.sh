@@ -269,11 +269,11 @@ check "the type's master limit: exit 1" [ "$rc" -eq 1 ]
 check "the type's master limit: named, with its flag" grep -qE "the master did not start on port \
 [0-9]+ within 1\.5 s \(the limits type's default master timeout; --master-timeout S changes it\)" \
   "$tmp/o"
-# The default master port is 60000, another when it is taken (by another program on a shared
+# The default master port is 61000, another when it is taken (by another program on a shared
 # machine): when it was, say who held it, for the log
 mport=$(sed -n 's/.*the master did not start on port \([0-9]*\) within.*/\1/p' "$tmp/o")
-if [ -n "$mport" ] && [ "$mport" != 60000 ]; then
-  echo "  limits: the master got port $mport; port 60000 now: $(ss -tanpH '( sport = :60000 )')" >&2
+if [ -n "$mport" ] && [ "$mport" != 61000 ]; then
+  echo "  limits: the master got port $mport; port 61000 now: $(ss -tanpH '( sport = :61000 )')" >&2
 fi
 run --type "$limitsso" --type-arg "$never" --type-arg "worker=$serve_w" --workers 1 \
   --master-timeout 0.5

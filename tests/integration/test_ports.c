@@ -2,7 +2,8 @@
  * test_ports.c - listening ports and the common free port on real SSH test hosts: listeners on
  * 0.0.0.0, 127.0.0.1, [::] and [::1] on different hosts (each host is its own network
  * namespace), a port taken only on this machine, ports reserved in this process, LC_ENOPORTS,
- * and a host whose listing fails.
+ * ports that a connection holds (no listener, yet no listener can bind them), and a host whose
+ * listing fails.
  */
 #include "lc_test.h"
 #include "testenv.h"
@@ -343,14 +344,15 @@ static int kill_sshd(int i) {
 /* What a host's facts read a moment ago serves the next scan of it, once, without a round trip;
  * then a real listing again. */
 static void test_fresh_listing(void) {
-  lc_ports *facts = NULL, *range = NULL;
+  lc_ports *facts = NULL, *held = NULL, *range = NULL;
   int p = 0;
   LC_REQUIRE(connect_all() == 0);
   LC_REQUIRE_OK(lc_ports_parse(&facts, "23190")); /* nothing listens there in fact */
-  LC_REQUIRE_OK(lc_ports_parse(&range, "23190-23191"));
-  LC_REQUIRE_OK(lc__ports_keep_fresh(rts[1], facts));
+  LC_REQUIRE_OK(lc_ports_parse(&held, "23191"));  /* nor holds this */
+  LC_REQUIRE_OK(lc_ports_parse(&range, "23190-23192"));
+  LC_REQUIRE_OK(lc__ports_keep_fresh(rts[1], facts, held));
   LC_CHECK_OK(lc_ports_common_free(&p, rts, HOSTS, range));
-  LC_CHECK(p == 23191); /* lab1's facts said 23190 listens */
+  LC_CHECK(p == 23192); /* lab1's facts said 23190 listens and 23191 is held */
   if (p > 0)
     LC_CHECK_OK(lc_port_release(p));
   LC_CHECK_OK(lc_ports_common_free(&p, rts, HOSTS, range));
@@ -358,6 +360,45 @@ static void test_fresh_listing(void) {
   if (p > 0)
     LC_CHECK_OK(lc_port_release(p));
   lc_ports_free(facts);
+  lc_ports_free(held);
+  lc_ports_free(range);
+}
+
+/* A port that a connection on a host holds as its local end, as one given from the ephemeral
+ * range: nothing listens there, yet a master or worker could not bind it, so it is not free (one
+ * on lab2, one on lab3). The listing of listening ports still leaves it out. */
+static void test_held_ports(void) {
+  int h2[2], h3[2];
+  lc_ports *range = NULL, *l = NULL;
+  int p = 0, r;
+  LC_REQUIRE(connect_all() == 0);
+  LC_REQUIRE(th_hold_port_by_connection(2, BASE + 70, h2) == 0);
+  LC_REQUIRE(th_hold_port_by_connection(3, BASE + 71, h3) == 0);
+  LC_REQUIRE_OK(lc_ports_parse(&range, "23170-23172"));
+  LC_CHECK_OK(lc_ports_common_free(&p, rts, HOSTS, range));
+  LC_CHECK(p == BASE + 72);
+  if (p > 0)
+    LC_CHECK_OK(lc_port_release(p));
+  lc_ports_free(range);
+  range = NULL;
+  /* the held ports alone: none is free, and the count says where they were taken */
+  LC_REQUIRE_OK(lc_ports_parse(&range, "23170-23171"));
+  r = lc_ports_common_free(&p, rts, HOSTS, range);
+  LC_CHECK(r == LC_ENOPORTS && p == 0);
+  LC_CHECK_CONTAINS(lc_error_last(), "taken on a host: 2");
+  /* a listing of listening ports: they do not listen */
+  LC_CHECK_OK(lc_ports_listening(&l, rts[2], 0));
+  LC_CHECK(l != NULL && !lc_ports_contains(l, BASE + 70));
+  lc_ports_free(l);
+  /* the connections end (their TIME-WAIT on the other ends' ports): the ports are free again */
+  for (int k = 1; k >= 0; k--) {
+    close(h2[k]);
+    close(h3[k]);
+  }
+  LC_CHECK_OK(lc_ports_common_free(&p, rts, HOSTS, range));
+  LC_CHECK(p == BASE + 70);
+  if (p > 0)
+    LC_CHECK_OK(lc_port_release(p));
   lc_ports_free(range);
 }
 
@@ -395,11 +436,9 @@ static void test_host_down(void) {
 
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
-      LC_TEST(test_listeners_everywhere),
-      LC_TEST(test_many_listeners_and_local),
-      LC_TEST(test_concurrent_callers),
-      LC_TEST(test_fresh_listing),
-      LC_TEST(test_host_down),
+      LC_TEST(test_listeners_everywhere), LC_TEST(test_many_listeners_and_local),
+      LC_TEST(test_concurrent_callers),   LC_TEST(test_fresh_listing),
+      LC_TEST(test_held_ports),           LC_TEST(test_host_down),
   };
   int r;
   th_dir(); /* no test hosts: fail loudly */

@@ -231,6 +231,16 @@ static void test_proc_net_tcp_recorded(void) {
   LC_CHECK(!lc_ports_contains(p, 22));     /* remote end of those connections */
   lc_free(text);
   lc_ports_free(p);
+  /* held: the local ends of the connections (23457's accepted one, 0xC7E8 and 0xAD0C in
+   * CLOSE_WAIT, 0x9712 and 0xAE92 established), not the TIME_WAIT one nor the remote ends */
+  LC_REQUIRE_OK(lc__portscan_held_to_ports(&p, &s));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, "23457,38674,44300,44690,51176");
+  LC_CHECK(lc__portscan_taken(&s, 0x9712) && lc__portscan_taken(&s, 2024));
+  LC_CHECK(!lc__portscan_taken(&s, 0xACF8) && !lc__portscan_taken(&s, 22));
+  LC_CHECK(!lc__portscan_listens(&s, 0x9712));
+  lc_free(text);
+  lc_ports_free(p);
   lc__portscan_clear(&s);
 }
 
@@ -369,7 +379,8 @@ static void test_ss_recorded(void) {
   lc__portscan_clear(&s);
 }
 
-/* An older ss that keeps the state column: only LISTEN lines listen. Bad lines are skipped. */
+/* ss with the state column (every state asked, or an older ss): only LISTEN lines listen, the
+ * connections' states but TIME-WAIT and UNCONN hold their local port. Bad lines are skipped. */
 static void test_ss_forms_and_malformed(void) {
   static const char *const lines[] = {
       "0 128 127.0.0.1:",                 /* no port */
@@ -387,7 +398,12 @@ static void test_ss_forms_and_malformed(void) {
   static const char with_state[] = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port\n"
                                    "LISTEN 0      128    0.0.0.0:2222        0.0.0.0:*\n"
                                    "ESTAB  0      0      10.0.0.1:2223       10.0.0.2:40000\n"
-                                   "LISTEN 0      128    [fe80::1]%eth0:2224 [::]:*\n";
+                                   "LISTEN 0      128    [fe80::1]%eth0:2224 [::]:*\n"
+                                   "TIME-WAIT 0   0      127.0.0.1:2225      127.0.0.1:22\n"
+                                   "UNCONN 0      0      127.0.0.1:2226      0.0.0.0:*\n"
+                                   "SYN-SENT 0    1      [::1]:2227          [::1]:22\n"
+                                   "CLOSE-WAIT 1  0      127.0.0.1:2228      127.0.0.1:22 "
+                                   "timer:(keepalive,1min,0) ino:4711 sk:1 <->\n";
   lc__portscan s;
   lc_ports *p = NULL;
   char *text = NULL;
@@ -396,10 +412,15 @@ static void test_ss_forms_and_malformed(void) {
     lc__portscan_line(&s, lines[i], strlen(lines[i]));
   LC_CHECK(s.headers == 0 && s.entries == 0 && s.skipped == NVALUES(lines));
   lc__portscan_text(&s, with_state, strlen(with_state));
-  LC_CHECK(s.headers == 1 && s.entries == 3);
+  LC_CHECK(s.headers == 1 && s.entries == 7);
   LC_REQUIRE_OK(lc__portscan_to_ports(&p, &s));
   LC_CHECK_OK(lc_ports_format(&text, p));
   LC_CHECK_STR(text, "2222,2224");
+  lc_free(text);
+  lc_ports_free(p);
+  LC_REQUIRE_OK(lc__portscan_held_to_ports(&p, &s));
+  LC_CHECK_OK(lc_ports_format(&text, p));
+  LC_CHECK_STR(text, "2223,2227-2228");
   lc_free(text);
   lc_ports_free(p);
   lc__portscan_clear(&s);
