@@ -790,13 +790,33 @@ size_t lc__proc_in_peek(lc_process *p, const char **data) {
   return 0;
 }
 
+size_t lc__proc_in_gather(lc_process *p, char *buf, size_t max) {
+  size_t head = p->in_head_left < max ? p->in_head_left : max, script;
+  if (p->in_head_left == 0)
+    return 0;
+  memcpy(buf, p->in_head, head);
+  script = p->in.len < max - head ? p->in.len : max - head;
+  if (!p->go && script > p->in_gate - p->in_head_left) /* the gate counts the head too */
+    script = p->in_gate - p->in_head_left;
+  if (head == p->in_head_left && script > 0)
+    memcpy(buf + head, p->in.data, script);
+  else
+    script = 0;
+  return head + script;
+}
+
 void lc__proc_in_consume(lc_process *p, size_t n) {
   if (!p->go)
     p->in_gate -= n;
-  if (p->in_head_left > 0) {
-    p->in_head += n;
-    p->in_head_left -= n;
-  } else if (p->in.len > 0) {
+  if (p->in_head_left > 0) { /* the head, and what lc__proc_in_gather gave of the script */
+    size_t head = n < p->in_head_left ? n : p->in_head_left;
+    p->in_head += head;
+    p->in_head_left -= head;
+    n -= head;
+  }
+  if (n == 0)
+    return;
+  if (p->in.len > 0) {
     lc__buf_consume(&p->in, n);
     /* the script is out: its buffer need not live as long as the process (a lifeline's stdin
      * gets a few bytes now and then); a file's chunk buffer stays until the file is sent */

@@ -361,6 +361,10 @@ void lc__proc_exit(lc_process *p, int status, int signal);
 void lc__proc_closed(lc_process *p, const lc__err *err);
 /* Bytes of stdin ready to write (reads the next chunk of a file source); 0 when none now. */
 size_t lc__proc_in_peek(lc_process *p, const char **data);
+/* While the script's shared head is not out: copies the rest of the head and as much of the
+ * script after it as may go now into buf (up to max), so that the two go in one packet; returns
+ * how many bytes (lc__proc_in_consume takes them), or 0 when the head is out (peek then). */
+size_t lc__proc_in_gather(lc_process *p, char *buf, size_t max);
 void lc__proc_in_consume(lc_process *p, size_t n);
 /* Non-zero when all stdin is written and EOF should be sent now. */
 int lc__proc_in_eof_due(const lc_process *p);

@@ -267,19 +267,28 @@ ssize_t lc__ssh_chan_put(lc__ssh_chan *k, const char *data, size_t len) {
  * for good (heaptrack of a 64-host start: 4.2 MB of 13.4 MB). Those buffers grow to a power of
  * two above the packet (data, 9 bytes of channel header, 5 of length and padding length, up to
  * 255 of padding and 64 of MAC): 4,096 bytes of data made them 8 KiB each, 3,584 keeps them at
- * 4 KiB. A command's stdin is scripts and lines, never bulk data: small packets cost nothing
- * that shows.
+ * 4 KiB. A command's stdin is scripts and lines, never bulk data. Packets are what costs: each is
+ * a send() (and, on a test host, the host's side of TCP in it), so the script's shared head (the
+ * lifeline, 3.9 KB) and the start of the script go in one packet (lc__proc_in_gather): a
+ * worker's 5.6 KB in two packets, not three.
  */
 #define EXEC_PUT_MAX 3584
 static int exec_write(lc__ssh_chan *k) {
   lc_process *p = k->p;
+  char packet[EXEC_PUT_MAX];
   const char *data;
   size_t n;
   if (k->remote_closed) /* the process is gone: a late heartbeat or stop has no reader */
     return 0;
-  while ((n = lc__proc_in_peek(p, &data)) > 0) {
-    size_t put = n < EXEC_PUT_MAX ? n : EXEC_PUT_MAX;
-    ssize_t w = lc__ssh_chan_put(k, data, put);
+  for (;;) {
+    size_t put;
+    ssize_t w;
+    if ((n = lc__proc_in_gather(p, packet, sizeof(packet))) > 0)
+      data = packet;
+    else if ((n = lc__proc_in_peek(p, &data)) == 0)
+      break;
+    put = n < EXEC_PUT_MAX ? n : EXEC_PUT_MAX;
+    w = lc__ssh_chan_put(k, data, put);
     if (w < 0)
       return -1;
     lc__proc_in_consume(p, (size_t)w);

@@ -739,6 +739,46 @@ static void test_lifeline_sweep_alone(void) {
   LC_CHECK_STR(out, "swept=0\nmarked=143\nunmarked=alive\nagain=1\n");
 }
 
+/* The script's shared head and the start of the script go out together (lc__proc_in_gather),
+ * within the gate while the host's sh has not read the script; a write cut short takes the head
+ * first; once the head is out, stdin is peeked as before, and data after the script waits for
+ * the mark (go). */
+static void test_stdin_gather(void) {
+  static char head[3000];
+  char buf[3584], script[1000];
+  const char *data;
+  lc_process p;
+  memset(&p, 0, sizeof(p));
+  memset(head, 'h', sizeof(head));
+  memset(script, 's', sizeof(script));
+  p.in_fd = -1;
+  p.in_head = head;
+  p.in_head_left = sizeof(head);
+  LC_REQUIRE_OK(lc__buf_append(&p.in, script, sizeof(script)));
+  LC_REQUIRE_OK(lc__buf_append(&p.in, "dddd", 4)); /* a line sent before the mark */
+  p.in_gate = sizeof(head) + sizeof(script);
+  /* a packet smaller than the head: the head alone */
+  LC_CHECK(lc__proc_in_gather(&p, buf, 1000) == 1000);
+  LC_CHECK(lc__proc_in_gather(&p, buf, sizeof(buf)) == sizeof(buf));
+  LC_CHECK(buf[2999] == 'h' && buf[3000] == 's' && buf[3583] == 's');
+  lc__proc_in_consume(&p, 3484); /* the socket took less: the head, then 484 of the script */
+  LC_CHECK(p.in_head_left == 0 && p.in.len == 1000 - 484 + 4 && p.in_gate == 516);
+  LC_CHECK(lc__proc_in_gather(&p, buf, sizeof(buf)) == 0);
+  LC_CHECK(lc__proc_in_peek(&p, &data) == 516 && data[0] == 's' && data[515] == 's');
+  lc__proc_in_consume(&p, 516);
+  LC_CHECK(lc__proc_in_peek(&p, &data) == 0); /* the line waits for the mark */
+  p.go = 1;
+  LC_CHECK(lc__proc_in_peek(&p, &data) == 4 && memcmp(data, "dddd", 4) == 0);
+  lc__proc_in_consume(&p, 4);
+  LC_CHECK(lc__proc_in_peek(&p, &data) == 0);
+  /* after the mark nothing gates the script's start */
+  p.in_head = head;
+  p.in_head_left = 10;
+  LC_REQUIRE_OK(lc__buf_append(&p.in, script, 20));
+  LC_CHECK(lc__proc_in_gather(&p, buf, sizeof(buf)) == 30);
+  lc__buf_free(&p.in);
+}
+
 LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
              LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
              LC_TEST(test_buf), LC_TEST(test_grow), LC_TEST(test_relaylog), LC_TEST(test_compose),
@@ -746,4 +786,4 @@ LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_p
              LC_TEST(test_lifeline_input), LC_TEST(test_transfer_scripts),
              LC_TEST(test_write_file_planted_symlink), LC_TEST(test_signal_names),
              LC_TEST(test_engine_start_stop), LC_TEST(test_backend_caps),
-             LC_TEST(test_lifeline_sweep_alone))
+             LC_TEST(test_lifeline_sweep_alone), LC_TEST(test_stdin_gather))
