@@ -163,7 +163,7 @@ static int parse_item(lc_ports *p, const char *spec, const char *item, size_t le
 junk:
   return lc__error_set(-EINVAL,
                        "bad port list \"%s\": \"%.*s\" is not a port or a range of ports (write "
-                       "8786 or 60000-60199, separated by commas)",
+                       "8786 or 61001-61199, separated by commas)",
                        spec, (int)len, item);
 }
 
@@ -181,7 +181,7 @@ int lc_ports_parse(lc_ports **out, const char *spec) {
     ;
   if (*s == '\0')
     return lc__error_set(-EINVAL,
-                         "bad port list \"%s\": it is empty (write 8786 or 60000-60199, separated "
+                         "bad port list \"%s\": it is empty (write 8786 or 61001-61199, separated "
                          "by commas)",
                          spec);
   if ((r = lc_ports_new(&p)) < 0)
