@@ -24,6 +24,9 @@
  */
 #define LC__LISTING_COMMAND                                                                        \
   "ss -tnae exclude time-wait 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
+/* Listeners alone, for readiness's looks at ports too many for one ss filter (listing.c). */
+#define LC__LISTENERS_COMMAND                                                                      \
+  "ss -tne state listening 2>/dev/null || cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"
 
 /*
  * Who reads a host's listing, in one line: "lc-uid N LOOPBACK", N the reader's uid (ss -e and

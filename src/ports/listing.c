@@ -114,6 +114,8 @@ static const char *listing_command(listing *l) {
   }
   if (l->watch != NULL && (watching = watch_command(l, who)) != NULL)
     return watching;
+  if (l->watch != NULL) /* readiness looks often: listeners alone, as its filtered command */
+    return who ? LC__LISTING_WHO "; " LC__LISTENERS_COMMAND : LC__LISTENERS_COMMAND;
   return who ? LC__LISTING_COMMAND_UID : LC__LISTING_COMMAND;
 }
 

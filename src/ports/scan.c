@@ -1,8 +1,8 @@
 /*
  * scan.c - the reader of a host's listing of its ports, listening or held by a connection: ss's
  * output or /proc/net/tcp{,6} (lc__portscan_*), and who listens on a watched port
- * (lc__portscan_ours, _stranger). Pure
- * functions of their input: no system calls, no global state.
+ * (lc__portscan_ours, _stranger). Pure functions of their input: no system calls, no global
+ * state.
  */
 #include "ports_private.h"
 
