@@ -451,6 +451,7 @@ void lc__runtime_gpu_env(const lc_runtime *rt, int gpu, char *cvd, size_t cvd_si
 
 typedef struct workdir_out workdir_out;
 static void workdir_out_free(workdir_out *w);
+static int keeper_running(lc_runtime *rt);
 
 void lc__runtime_discard(lc_runtime *rt) {
   if (rt == NULL)
@@ -480,10 +481,15 @@ void lc__runtime_free_begin(lc_runtime *rt) {
     const char *wd;
     lc_runtime_workdir(&wd, rt);
   }
+  /* a keeper that runs removes the directory as it ends (its lifeline's cleanup, awaited
+   * below): a command of its own only when none runs (it was killed whole, or never made) */
   eo.label = "workdir-remove";
-  if (rt->workdir != NULL && !rt->opts.keep_workdir && lc_runtime_is_connected(rt) &&
-      lc__buf_puts(&cmd, "rm -rf -- ") == 0 && lc__buf_shell_quote(&cmd, rt->workdir) == 0)
+  pthread_mutex_lock(&rt->workdir_mu);
+  if (rt->workdir != NULL && !rt->opts.keep_workdir && !keeper_running(rt) &&
+      lc_runtime_is_connected(rt) && lc__buf_puts(&cmd, "rm -rf -- ") == 0 &&
+      lc__buf_shell_quote(&cmd, rt->workdir) == 0)
     lc__runtime_spawn_setup(&rt->free_rm, rt, cmd.data, &eo, NULL);
+  pthread_mutex_unlock(&rt->workdir_mu);
   rt->free_deadline = end_deadline(rt->opts.kill_grace_ms);
   lc__buf_free(&cmd);
   lc__process_end_begin(rt->workdir_keeper); /* it removes the directory too, as it ends */

@@ -6,6 +6,8 @@
 #include "lc_test.h"
 #include "testenv.h"
 
+#include "../../src/runtime_internal.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -176,6 +178,14 @@ static void run_failures(lc_runtime *rt, const char *rdir) {
 static void test_failures_ssh(void) { run_failures(ssh_rt, "/tmp"); }
 static void test_failures_local(void) { run_failures(local_rt, tmpdir); }
 
+/* SIGKILL to every process on the host but sshd: in test_workdir, lab1 runs nothing of ours but
+ * a working directory's keeper (its wrapper, the wrapper's subshells and their sleeps), so no
+ * lifeline is left there to run its cleanup. */
+static int kill_unless_sshd(long pid, const char *comm, const void *arg) {
+  (void)arg;
+  return strncmp(comm, "sshd", 4) != 0 && kill((pid_t)pid, SIGKILL) == 0;
+}
+
 /* The working directory is made under the cache directory and removed at free unless kept. */
 static void test_workdir(void) {
   lc_runtime *rt = NULL;
@@ -196,6 +206,20 @@ static void test_workdir(void) {
   lc_runtime_free(rt);
   LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
   snprintf(cmd, sizeof(cmd), "test -d %s && echo 1 || echo 0", kept);
+  LC_CHECK(remote_count(rt, cmd) == 0);
+  /* a keeper killed whole, with no lifeline left to remove the directory: the free does, with a
+   * command of its own */
+  LC_REQUIRE_OK(lc_runtime_workdir(&wd, rt));
+  snprintf(kept, sizeof(kept), "%s", wd);
+  LC_CHECK(th_count_procs(1, "lc-lifeline lab1 workdir ") >= 1);
+  LC_CHECK(th_each_proc(1, "comm", kill_unless_sshd, NULL) >= 2);
+  for (int k = 0; k < 200 && !lc__runtime_workdir_keeper_ended(rt); k++)
+    usleep(50 * 1000);
+  LC_REQUIRE(lc__runtime_workdir_keeper_ended(rt));
+  snprintf(cmd, sizeof(cmd), "test -d %s && echo 1 || echo 0", kept);
+  LC_CHECK(remote_count(rt, cmd) == 1); /* nothing removed it yet */
+  lc_runtime_free(rt);
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
   LC_CHECK(remote_count(rt, cmd) == 0);
   lc_runtime_free(rt);
 
