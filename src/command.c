@@ -63,29 +63,34 @@
  * lc_sweep SIG: sends SIG to the processes that left the command's group (setsid, daemons) but
  * still carry LC_LIFELINE=$$; returns 0 when it found any, else 1. They were all made after this
  * wrapper, so their PIDs lie between $$ and the last PID handed out (/proc/loadavg), unless PIDs
- * wrapped around: a lap needs more than 32468 new PIDs (the kernel's smallest default pid_max,
- * 32768, less the 300 it skips), and fork and exit each hold the kernel's task list lock for
- * writing, so no host makes 250000 a second. So when the last PID is above $$, at most 4096
- * further, and less than 32468 / 250000 s (12 hundredths) passed since $lc_started (the uptime
- * when the wrapper started, "SECONDS.HH", or empty when unknown), only those PIDs whose environ
- * this user may read are looked at, and a command that left nothing behind costs no grep at all
- * (the reader, the watchdog and its sleep are reaped before the last sweep). Anything else reads
- * every process. Tested alone by test_core (lc__command_lifeline_sweep).
+ * wrapped around: a lap needs more than pid_max - 300 new PIDs (the kernel skips the first 300;
+ * pid_max from /proc/sys/kernel/pid_max, 32768 when it cannot be read: the kernel's smallest
+ * default; systemd's hosts have 4194304), and fork and exit each hold the kernel's task list lock
+ * for writing, so no host makes 250000 a second. So when the last PID is above $$, at most 4096
+ * further, and less than (pid_max - 300) / 250000 s passed since $lc_started (the uptime when the
+ * wrapper started, "SECONDS.HH", or empty when unknown: 12 hundredths at pid_max 32768, 16.7 s at
+ * 4194304), only those PIDs whose environ this user may read are looked at, and a command that
+ * left nothing behind costs no grep at all (the reader, the watchdog and its sleep are reaped
+ * before the last sweep). Anything else reads every process (lc_swept_all=1). Tested alone by
+ * test_core (lc__command_lifeline_sweep), where lc_pid_max_file stands for the sysctl's file.
  */
 static const char lifeline_sweep_sh[] =
     "lc_sweep() {\n"
-    "  lc_none_found=1; lc_environs=\n"
+    "  lc_none_found=1; lc_environs=; lc_swept_all=0\n"
+    "  read -r lc_pid_max 2>/dev/null <\"${lc_pid_max_file:-/proc/sys/kernel/pid_max}\" ||\n"
+    "    lc_pid_max=\n"
+    "  case $lc_pid_max in ''|*[!0-9]*) lc_pid_max=32768 ;; esac\n"
     "  if [ -n \"$lc_started\" ] && read -r lc_now _ </proc/uptime &&\n"
     "     read -r _ _ _ _ lc_last_pid </proc/loadavg &&\n"
     "     [ $(( (${lc_now%.*}${lc_now#*.} - ${lc_started%.*}${lc_started#*.} + 1) * 2500 )) "
-    "-lt 32468 ] &&\n"
+    "-lt $((lc_pid_max - 300)) ] &&\n"
     "     [ \"$lc_last_pid\" -ge $$ ] && [ $((lc_last_pid - $$)) -le 4096 ]; then\n"
     "    lc_next_pid=$$\n"
     "    while [ \"$lc_next_pid\" -lt \"$lc_last_pid\" ]; do lc_next_pid=$((lc_next_pid+1))\n"
     "      [ -r /proc/$lc_next_pid/environ ] && "
     "lc_environs=\"$lc_environs /proc/$lc_next_pid/environ\"\n"
     "    done\n"
-    "  else lc_environs='/proc/[0-9]*/environ'; fi\n"
+    "  else lc_environs='/proc/[0-9]*/environ'; lc_swept_all=1; fi\n"
     "  [ -n \"$lc_environs\" ] || return 1\n"
     "  for lc_found in $(grep -lzxF \"LC_LIFELINE=$$\" $lc_environs); do\n"
     "    lc_found=${lc_found#/proc/}; kill -\"$1\" \"${lc_found%/environ}\"; lc_none_found=0\n"

@@ -694,15 +694,27 @@ static void test_backend_caps(void) {
 /*
  * Runs the lifeline's sweep alone in /bin/sh: a process carrying LC_LIFELINE=<the shell's pid>
  * (as one that left the command's group would) gets the signal, one carrying another value does
- * not, and a sweep that finds nothing says so. started is what the wrapper would have read from
- * /proc/uptime: "now" takes the short path (only the PIDs made since), "" the full one.
+ * not, and a sweep that finds nothing says so; "all=" tells which path the first sweep took.
+ * started is what the wrapper would have read from /proc/uptime: "now", "ago" (1.5 s before
+ * now) or "" (unknown). pid_max is the content of the file read for the sysctl (NULL: the real
+ * one; "-": a file that is not there).
  */
-static void sweep_alone(const char *started, char *out, size_t outsz) {
+static void sweep_alone(const char *started, const char *pid_max, char *out, size_t outsz) {
+  char file[] = "/tmp/lc-pid-max-XXXXXX";
   lc__buf script = {0};
   FILE *f;
   size_t n = 0;
+  int fd = -1;
   out[0] = '\0';
+  if (pid_max != NULL && (fd = mkstemp(file)) >= 0) {
+    if (write(fd, pid_max, strlen(pid_max)) != (ssize_t)strlen(pid_max))
+      fprintf(stderr, "  cannot write %s\n", file);
+    close(fd);
+    if (strcmp(pid_max, "-") == 0)
+      unlink(file);
+  }
   if (lc__buf_puts(&script, lc__command_lifeline_sweep()) < 0 ||
+      (pid_max != NULL && lc__buf_printf(&script, "lc_pid_max_file=%s\n", file) < 0) ||
       lc__buf_printf(&script,
                      "LC_LIFELINE=$$ sleep 5 & marked=$!\n"
                      "LC_LIFELINE=other sleep 30 & unmarked=$!\n"
@@ -712,7 +724,10 @@ static void sweep_alone(const char *started, char *out, size_t outsz) {
                      "  i=$((i+1)); [ $i -gt 200 ] && break; sleep 0.05; done\n"
                      "lc_started=%s\n"
                      "[ \"$lc_started\" = now ] && read -r lc_started _ </proc/uptime\n"
-                     "lc_sweep TERM 2>/dev/null; echo \"swept=$?\"\n"
+                     "if [ \"$lc_started\" = ago ]; then read -r lc_now _ </proc/uptime\n"
+                     "  lc_t=$((${lc_now%%.*}${lc_now#*.} - 150))\n"
+                     "  lc_started=$((lc_t / 100)).$((lc_t %% 100 / 10))$((lc_t %% 10)); fi\n"
+                     "lc_sweep TERM 2>/dev/null; echo \"swept=$? all=$lc_swept_all\"\n"
                      "wait $marked; echo \"marked=$?\"\n"
                      "kill -0 $unmarked && echo unmarked=alive\n"
                      "kill $unmarked; wait $unmarked 2>/dev/null\n"
@@ -727,16 +742,31 @@ static void sweep_alone(const char *started, char *out, size_t outsz) {
     pclose(f);
   }
   out[n] = '\0';
+  if (pid_max != NULL)
+    unlink(file);
   lc__buf_free(&script);
 }
 
-/* The sweep of the lifeline, on both of its paths, on its own (not through a whole wrapper). */
+/* The sweep of the lifeline, on both of its paths, on its own (not through a whole wrapper):
+ * the PIDs made since the wrapper while no lap of PIDs can have passed (pid_max's), else all. */
 static void test_lifeline_sweep_alone(void) {
+  static const struct {
+    const char *started, *pid_max, *want;
+  } cases[] = {
+      {"now", NULL, "swept=0 all=0\nmarked=143\nunmarked=alive\nagain=1\n"},
+      {"", NULL, "swept=0 all=1\nmarked=143\nunmarked=alive\nagain=1\n"},
+      /* 1.5 s: past a lap at pid_max 32768 (0.13 s), within one at 4194304 (16.7 s) */
+      {"ago", "4194304\n", "swept=0 all=0\nmarked=143\nunmarked=alive\nagain=1\n"},
+      {"ago", "32768\n", "swept=0 all=1\nmarked=143\nunmarked=alive\nagain=1\n"},
+      /* unreadable or not a number: 32768, the smallest default */
+      {"ago", "-", "swept=0 all=1\nmarked=143\nunmarked=alive\nagain=1\n"},
+      {"ago", "lots\n", "swept=0 all=1\nmarked=143\nunmarked=alive\nagain=1\n"},
+  };
   char out[256];
-  sweep_alone("now", out, sizeof(out));
-  LC_CHECK_STR(out, "swept=0\nmarked=143\nunmarked=alive\nagain=1\n");
-  sweep_alone("", out, sizeof(out));
-  LC_CHECK_STR(out, "swept=0\nmarked=143\nunmarked=alive\nagain=1\n");
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    sweep_alone(cases[i].started, cases[i].pid_max, out, sizeof(out));
+    LC_CHECK_STR(out, cases[i].want);
+  }
 }
 
 /* The script's shared head and the start of the script go out together (lc__proc_in_gather),
