@@ -101,6 +101,9 @@ static const char lifeline_sweep_sh[] =
 /* The wrapper around the command; lifeline_sweep_sh comes before it. */
 static const char lifeline_sh[] =
     "exec 3<&0 </dev/null\n"
+    /* the sweep's file for pid_max is the kernel's, whatever the environment says (only
+     * test_core's sweep alone sets it) */
+    "lc_pid_max_file=\n"
     "read -r lc_started _ </proc/uptime || lc_started=\n"
     "case $lc_started in *.[0-9][0-9]) ;; *) lc_started= ;; esac\n"
     "case $lc_started in 0*) lc_started= ;; esac\n"
