@@ -178,19 +178,12 @@ static void run_failures(lc_runtime *rt, const char *rdir) {
 static void test_failures_ssh(void) { run_failures(ssh_rt, "/tmp"); }
 static void test_failures_local(void) { run_failures(local_rt, tmpdir); }
 
-/* SIGKILL to every process on the host but sshd: in test_workdir, lab1 runs nothing of ours but
- * a working directory's keeper (its wrapper, the wrapper's subshells and their sleeps), so no
- * lifeline is left there to run its cleanup. */
-static int kill_unless_sshd(long pid, const char *comm, const void *arg) {
-  (void)arg;
-  return strncmp(comm, "sshd", 4) != 0 && kill((pid_t)pid, SIGKILL) == 0;
-}
-
 /* The working directory is made under the cache directory and removed at free unless kept. */
 static void test_workdir(void) {
   lc_runtime *rt = NULL;
   lc_runtime_options o = th_options();
   const char *wd = NULL, *wd2 = NULL;
+  const int kill_sig = SIGKILL;
   char cmd[4200], kept[4096];
   LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
   LC_REQUIRE_OK(lc_runtime_workdir(&wd, rt));
@@ -212,7 +205,8 @@ static void test_workdir(void) {
   LC_REQUIRE_OK(lc_runtime_workdir(&wd, rt));
   snprintf(kept, sizeof(kept), "%s", wd);
   LC_CHECK(th_count_procs(1, "lc-lifeline lab1 workdir ") >= 1);
-  LC_CHECK(th_each_proc(1, "comm", kill_unless_sshd, NULL) >= 2);
+  /* lab1 runs nothing of ours now but the keeper (its wrapper, subshells and sleeps) */
+  LC_CHECK(th_each_proc(1, "comm", th_signal_unless_sshd, &kill_sig) >= 2);
   for (int k = 0; k < 200 && !lc__runtime_workdir_keeper_ended(rt); k++)
     usleep(50 * 1000);
   LC_REQUIRE(lc__runtime_workdir_keeper_ended(rt));

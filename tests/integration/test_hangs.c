@@ -325,10 +325,6 @@ static void test_cancel_master_wait(void) { cancel_case("exec sleep 1001", "lab0
 static void test_cancel_worker_wait(void) { cancel_case(master_tmpl, NULL, 6000); }
 
 /* Sends the signal *arg to a process of a host that is not an sshd. */
-static int signal_unless_sshd(long pid, const char *comm, const void *arg) {
-  return strncmp(comm, "sshd", 4) != 0 && kill((pid_t)pid, *(const int *)arg) == 0;
-}
-
 /*
  * lc_group_free awaits the ends of all its hosts' processes against one deadline fixed when it
  * began: with every process but sshd stopped (SIGSTOP) on 4 hosts that still answer, no end is
@@ -350,7 +346,7 @@ static void test_free_slow_hosts(void) {
   }
   for (int i = 0; i < 4; i++) {
     LC_CHECK(th_count_procs(i, "sleep 2147483647") == 1); /* its keeper, counted again below */
-    LC_CHECK(th_each_proc(i, "comm", signal_unless_sshd, &stop) > 0);
+    LC_CHECK(th_each_proc(i, "comm", th_signal_unless_sshd, &stop) > 0);
   }
   t0 = now_ms();
   lc_group_free(g);
@@ -358,7 +354,7 @@ static void test_free_slow_hosts(void) {
   fprintf(stderr, "  the free of 4 hosts that end nothing returned after %.2f s\n", took);
   LC_CHECK(took < 30.0); /* a bound, not a timing: one host after the other is 4 x 13 s */
   for (int i = 0; i < 4; i++)
-    th_each_proc(i, "comm", signal_unless_sshd, &cont);
+    th_each_proc(i, "comm", th_signal_unless_sshd, &cont);
   for (int i = 0; i < 4; i++) {
     LC_CHECK(procs_left(i, "sleep 2147483647") == 0); /* the keeper (LC__KEEPER_SH) */
     LC_CHECK(th_run("exec %d -- sh -c 'for k in $(seq 100); do [ -e %s ] || exit 0; sleep 0.1; "

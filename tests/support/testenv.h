@@ -222,6 +222,12 @@ static inline int th_kill_procs(int i, const char *prefix, int sig) {
   return th_each_proc(i, "comm", th_kill_if_named, &k);
 }
 
+/* Sends the signal *arg (an int) to a process unless it is an sshd (comm): for th_each_proc, to
+ * stop, resume or kill everything of ours on a host while it still answers. */
+static inline int th_signal_unless_sshd(long pid, const char *comm, const void *arg) {
+  return strncmp(comm, "sshd", 4) != 0 && kill((pid_t)pid, *(const int *)arg) == 0;
+}
+
 /* Options for the test hosts' config. */
 static inline lc_runtime_options th_options(void) {
   lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
