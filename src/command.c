@@ -360,9 +360,13 @@ int lc__command_compose(lc__buf *line, lc__buf *script, const char *command,
 /*
  * The temporary file beside the target is made new (mktemp: O_EXCL, 0600, a random name), so that
  * a symlink planted at a name we would pick cannot redirect the write; without mktemp, sh's
- * noclobber (O_EXCL as well) makes one. Mode 0 means 0600.
+ * noclobber (O_EXCL as well) makes one. Mode 0 means 0600. gz: stdin is gzip's format, which
+ * `gzip -dc` unpacks into the file (size is the unpacked size); a host where gzip cannot run (not
+ * found: 127, not executable: 126; no check can tell in every sh, whose `command -v` may name a
+ * file it cannot run) exits 3, saying so.
  */
-int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode) {
+int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode,
+                           int gz) {
   int r;
   if ((mode & 07777u) == 0)
     mode = 0600;
@@ -376,11 +380,15 @@ int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsign
       "if ! t=$(mktemp \"$f.lc-tmp.XXXXXX\" 2>/dev/null); then\n"
       "  t=\"$f.lc-tmp.$$\"; (set -C && : >\"$t\") || { t=; exit 1; }\n"
       "fi\n"
-      "cat >\"$t\" || exit 1\n"
+      "%s"
       "s=$(wc -c <\"$t\") || exit 1\n"
       "if [ \"$s\" -ne %llu ]; then echo \"transfer cut short: $s of %llu bytes arrived\" >&2; "
       "exit 1; fi\n"
       "chmod %o \"$t\" && mv -f \"$t\" \"$f\" || exit 1\n",
+      gz ? "gzip -dc >\"$t\"; s=$?\n"
+           "case $s in 0) ;; 126|127) echo \"gzip cannot run here (exit status $s)\" >&2; exit 3 ;; "
+           "*) exit 1 ;; esac\n"
+         : "cat >\"$t\" || exit 1\n",
       (unsigned long long)size, (unsigned long long)size, mode & 07777u);
 }
 

@@ -48,6 +48,8 @@ typedef struct step {
   size_t len;
   unsigned int mode;
   int borrowed; /* data is the caller's (lc__task_add_write_borrowed), not freed here */
+  int gz;            /* write: data is in gzip's format (lc__task_add_write_gz_borrowed) */
+  uint64_t unpacked; /* gz: the file's size */
 } step;
 
 struct lc_task {
@@ -452,20 +454,21 @@ static void step_start(job_host *h) {
     break;
   case STEP_SEND:
     host_log(h, "step %zu: send %s to %s", h->step + 1, s->a, s->b);
-    r = lc__xfer_new(&h->p, h->rt, LC__XFER_SEND, s->a, s->b, NULL, 0, 0, &err);
+    r = lc__xfer_new(&h->p, h->rt, LC__XFER_SEND, s->a, s->b, NULL, 0, 0, 0, &err);
     break;
   case STEP_GET:
     free(h->get_local);
     h->get_local = replace_host(s->b, h->rt->name);
     host_log(h, "step %zu: get %s to %s", h->step + 1, s->a, h->get_local);
     r = h->get_local
-            ? lc__xfer_new(&h->p, h->rt, LC__XFER_GET, h->get_local, s->a, NULL, 0, 0, &err)
+            ? lc__xfer_new(&h->p, h->rt, LC__XFER_GET, h->get_local, s->a, NULL, 0, 0, 0, &err)
             : lc__err_set(&err, -ENOMEM, "out of memory");
     break;
   case STEP_WRITE:
   default:
     host_log(h, "step %zu: write %s", h->step + 1, s->a);
-    r = lc__xfer_new(&h->p, h->rt, LC__XFER_WRITE, NULL, s->a, s->data, s->len, s->mode, &err);
+    r = lc__xfer_new(&h->p, h->rt, s->gz ? LC__XFER_WRITE_GZ : LC__XFER_WRITE, NULL, s->a,
+                     s->data, s->len, s->unpacked, s->mode, &err);
     break;
   }
   lc__proc_tag = NULL;
@@ -929,6 +932,16 @@ int lc_task_add_write(lc_task *t, const char *remote_path, const void *data, siz
 int lc__task_add_write_borrowed(lc_task *t, const char *remote_path, const void *data, size_t len,
                                 unsigned int mode) {
   return task_add(t, STEP_WRITE, remote_path, NULL, data, len, mode, 1);
+}
+
+int lc__task_add_write_gz_borrowed(lc_task *t, const char *remote_path, const void *gz,
+                                   size_t gz_len, uint64_t unpacked, unsigned int mode) {
+  int r = task_add(t, STEP_WRITE, remote_path, NULL, gz, gz_len, mode, 1);
+  if (r == 0) {
+    t->steps[t->n - 1].gz = 1;
+    t->steps[t->n - 1].unpacked = unpacked;
+  }
+  return r;
 }
 
 /* ---- tunnels ------------------------------------------------------------------------------ */

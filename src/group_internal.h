@@ -41,6 +41,10 @@ lc_engine *lc__group_engine(const lc_group *g);
  * a group run: one copy, not one per host). */
 int lc__task_add_write_borrowed(lc_task *t, const char *remote_path, const void *data, size_t len,
                                 unsigned int mode);
+/* The same with gz [gz_len] in gzip's format (lc__buf_gzip), unpacked on the host into a file of
+ * unpacked bytes; a host where gzip cannot run reports -ENOEXEC (nothing written there). */
+int lc__task_add_write_gz_borrowed(lc_task *t, const char *remote_path, const void *gz,
+                                   size_t gz_len, uint64_t unpacked, unsigned int mode);
 /* lc_group_exec and lc_group_connect that stop early once *cancel (when not NULL) is non-zero (a
  * flag a signal handler may set; looked at every 100 ms): hosts not started are reported
  * LC_ECANCELED, running commands are told to stop (their lifelines end their process groups) and

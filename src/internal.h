@@ -105,6 +105,9 @@ void lc__buf_consume(lc__buf *b, size_t n);
 /* Gives back what b holds beyond its text (for text that waits long, many at once). */
 void lc__buf_fit(lc__buf *b);
 void lc__buf_free(lc__buf *b);
+/* Appends data [len] in gzip's format (zlib, level 6), for a host's `gzip -dc`: -ENOMEM, or
+ * -EIO when zlib fails otherwise. */
+int lc__buf_gzip(lc__buf *b, const void *data, size_t len);
 
 /*
  * Templates (template.c): tmpl with each {name} replaced by what lookup appends to out (a value

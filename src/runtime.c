@@ -1311,16 +1311,17 @@ int lc_runtime_exec(lc_exec_result *out, lc_runtime *rt, const char *command,
  * and the group's tasks alike.
  */
 int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
-                 const char *remote, const void *data, size_t len, unsigned int mode,
-                 lc__err *err) {
+                 const char *remote, const void *data, size_t len, uint64_t unpacked,
+                 unsigned int mode, lc__err *err) {
+  int write = kind == LC__XFER_WRITE || kind == LC__XFER_WRITE_GZ;
   lc__buf script = {0};
   lc_process *p = NULL;
   struct stat st;
   int fd = -1, r = 0;
 
   *out = NULL;
-  if (rt == NULL || remote == NULL || (kind != LC__XFER_WRITE && local == NULL) ||
-      (kind == LC__XFER_WRITE && data == NULL && len > 0))
+  if (rt == NULL || remote == NULL || (!write && local == NULL) ||
+      (write && data == NULL && len > 0))
     return lc__err_set(err, -EINVAL, "file transfer: no runtime, path or data given");
   if (kind == LC__XFER_SEND) {
     if ((fd = open(local, O_RDONLY | O_CLOEXEC)) < 0 || fstat(fd, &st) < 0) {
@@ -1331,9 +1332,10 @@ int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const cha
       r = lc__err_set(err, -EINVAL, "cannot send %s: not a regular file", local);
       goto out;
     }
-    r = lc__command_write_file(&script, remote, (uint64_t)st.st_size, st.st_mode);
-  } else if (kind == LC__XFER_WRITE) {
-    r = lc__command_write_file(&script, remote, len, mode);
+    r = lc__command_write_file(&script, remote, (uint64_t)st.st_size, st.st_mode, 0);
+  } else if (write) {
+    r = lc__command_write_file(&script, remote, kind == LC__XFER_WRITE_GZ ? unpacked : len, mode,
+                               kind == LC__XFER_WRITE_GZ);
   } else {
     r = lc__command_get_file(&script, remote);
   }
@@ -1353,7 +1355,7 @@ int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const cha
     p->in_fd = fd;
     p->in_left = (uint64_t)st.st_size;
     fd = -1;
-  } else if (kind == LC__XFER_WRITE) {
+  } else if (write) {
     p->in_mem = data;
     p->in_mem_left = len;
   } else {
@@ -1417,7 +1419,10 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err) {
       t->data[--t->len] = '\0';
     const char *last = t->len ? t->data : "no message";
     const char *nl = strrchr(last, '\n');
-    r = lc__err_set(err, LC_EREMOTE, "%s: %s failed: %s", name, p->xfer_what, nl ? nl + 1 : last);
+    r = lc__err_set(err,
+                    p->xfer == LC__XFER_WRITE_GZ && p->result.exit_status == 3 ? -ENOEXEC
+                                                                               : LC_EREMOTE,
+                    "%s: %s failed: %s", name, p->xfer_what, nl ? nl + 1 : last);
   }
   if (r == 0 && p->xfer == LC__XFER_GET) {
     const char *stat_line = strstr(p->err_tail.data ? p->err_tail.data : "", "lc-stat ");
@@ -1446,7 +1451,7 @@ static int run_transfer(lc_runtime *rt, lc__xfer_kind kind, const char *local, c
   lc_process *p = NULL;
   lc__err err = {0};
   int r;
-  if ((r = lc__xfer_new(&p, rt, kind, local, remote, data, len, mode, &err)) < 0)
+  if ((r = lc__xfer_new(&p, rt, kind, local, remote, data, len, 0, mode, &err)) < 0)
     return lc__err_raise(&err);
   if ((r = proc_start(p)) < 0)
     return r;

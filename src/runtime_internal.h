@@ -109,7 +109,14 @@ struct lc_process {
   char *xfer_what; /* "fetching /etc/hosts" */
 };
 
-typedef enum lc__xfer_kind { LC__XFER_SEND = 1, LC__XFER_GET, LC__XFER_WRITE } lc__xfer_kind;
+/* LC__XFER_WRITE_GZ: the data is in gzip's format, unpacked on the host (lc__command_write_file);
+ * a host where gzip cannot run fails it with -ENOEXEC. */
+typedef enum lc__xfer_kind {
+  LC__XFER_SEND = 1,
+  LC__XFER_GET,
+  LC__XFER_WRITE,
+  LC__XFER_WRITE_GZ
+} lc__xfer_kind;
 
 /*
  * One forward. The generic layer owns the local listener (every local forward, and a remote
@@ -285,8 +292,10 @@ extern _Thread_local const void *lc__proc_tag;
  * process that then runs it; it travels with the script, never in a command line. */
 int lc__proc_new(lc_process **out, lc_runtime *rt, const char *command, const lc_exec_options *opts,
                  int lifeline, const char *setup, const char *cleanup);
+/* Writes (LC__XFER_WRITE, _GZ) send data [len]; unpacked: the file's size once unpacked (_GZ). */
 int lc__xfer_new(lc_process **out, lc_runtime *rt, lc__xfer_kind kind, const char *local,
-                 const char *remote, const void *data, size_t len, unsigned int mode, lc__err *err);
+                 const char *remote, const void *data, size_t len, uint64_t unpacked,
+                 unsigned int mode, lc__err *err);
 /* Any thread, after p finished: checks how a transfer went and completes it locally. */
 int lc__xfer_finish(lc_process *p, int code, lc__err *err);
 /* Engine thread: starts p; on_finish (when set) runs when it ends. 0 or LC_ECLOSED. */
@@ -502,7 +511,8 @@ int lc__command_compose_parts(lc__buf *line, const char **head, size_t *head_len
                               const char *host, lc__err *err);
 /* The lifeline's sweep, sh text that defines lc_sweep SIG (see command.c); for its unit test. */
 const char *lc__command_lifeline_sweep(void);
-int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode);
+int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsigned int mode,
+                           int gz);
 int lc__command_get_file(lc__buf *out, const char *path);
 /* Makes working directory NAME under root and prints its path; unless keep, it then stays (the
  * keeper) and cleanup gets the text its lifeline runs to remove the directory. */

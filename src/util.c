@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 void *lc__malloc(size_t n) { return malloc(n ? n : 1); }
 void *lc__calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
@@ -134,6 +135,32 @@ int lc__buf_append(lc__buf *b, const void *data, size_t n) {
 }
 
 int lc__buf_puts(lc__buf *b, const char *s) { return lc__buf_append(b, s, strlen(s)); }
+
+int lc__buf_gzip(lc__buf *b, const void *data, size_t len) {
+  z_stream z;
+  int r, zr;
+  if (len > 0xffffffffu)
+    return -E2BIG;
+  memset(&z, 0, sizeof(z));
+  /* 15 + 16: the largest window, with gzip's header and trailer rather than zlib's */
+  if ((zr = deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY)) != Z_OK)
+    return zr == Z_MEM_ERROR ? -ENOMEM : -EIO;
+  if ((r = buf_reserve(b, deflateBound(&z, (uLong)len))) == 0) {
+    z.next_in = (Bytef *)(uintptr_t)data;
+    z.avail_in = (uInt)len;
+    z.next_out = (Bytef *)b->data + b->len;
+    z.avail_out = (uInt)(b->cap - b->len - 1);
+    zr = deflate(&z, Z_FINISH); /* the bound fits it all: one call */
+    if (zr == Z_STREAM_END) {
+      b->len += z.total_out;
+      b->data[b->len] = '\0';
+    } else {
+      r = -EIO;
+    }
+  }
+  deflateEnd(&z);
+  return r;
+}
 
 int lc__buf_put_number(lc__buf *b, char sep, unsigned long v) {
   char text[24];

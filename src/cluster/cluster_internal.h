@@ -31,6 +31,9 @@
 #define LC__TAIL_LINES 8
 /* The cluster-wide part of the workers' context, one file in each host's working directory. */
 #define LC__CONTEXT_FILE "cluster-context"
+/* A context larger than a command's stdin packet (3,584 bytes, runtimes/ssh/ssh.c) goes to the
+ * hosts in gzip's format: ~88 bytes a worker, ~9x smaller packed (docs/scale.md). */
+#define LC__CONTEXT_GZ_MIN 3584
 
 /* Where a start limit came from, for its error message. */
 typedef enum lc__limit_source {

@@ -117,18 +117,98 @@ void lc__cluster_context_forget(lc_cluster *c, lc_runtime *rt) {
 }
 
 /*
+ * One pass of lc__cluster_context_send: writes data [len] (gzip's format when unpacked is not 0:
+ * that many bytes unpacked) on the hosts of the cluster's workers (only's alone, when not NULL)
+ * that want it (want[i] 1: not this content yet; 2: gzip could not run there, plain text
+ * only); want[i] becomes 0 where it was written, 2 where gzip could not run. Returns 0 when every
+ * host either has it or wants it plain next.
+ */
+static int context_pass(lc_cluster *c, const lc__worker *only, unsigned char *want,
+                        const char *data, size_t len, size_t unpacked, uint64_t h) {
+  size_t ng = lc_group_count(c->group), n = 0, written = 0;
+  lc_runtime **rts = lc__calloc(ng + 1, sizeof(*rts));
+  lc_task **tasks = lc__calloc(ng + 1, sizeof(*tasks));
+  size_t *at = lc__calloc(ng + 1, sizeof(*at));
+  unsigned char *listed = lc__calloc(ng + 1, 1); /* host i is in at[]: once per host */
+  lc_group_report *rep = NULL;
+  int r = 0;
+
+  if (rts == NULL || tasks == NULL || at == NULL || listed == NULL) {
+    r = lc__error_set(-ENOMEM, "out of memory");
+    goto out;
+  }
+  for (size_t k = 0; k < (only ? 1 : c->nworkers) && r == 0; k++) {
+    const lc__worker *w = only ? only : &c->workers[k];
+    size_t i = w->rt != NULL ? lc__cluster_host_index(c, w->rt) : (size_t)-1;
+    const char *wd = NULL;
+    char *path = NULL;
+    if (i >= ng || listed[i] || want[i] == 0 || (unpacked && want[i] != 1))
+      continue;
+    if ((r = lc_runtime_workdir(&wd, w->rt)) < 0)
+      break;
+    if ((path = lc__sprintf("%s/" LC__CONTEXT_FILE, wd)) == NULL ||
+        (r = lc_task_new(&tasks[n], "context")) < 0 ||
+        (r = unpacked ? lc__task_add_write_gz_borrowed(tasks[n], path, data, len, unpacked, 0600)
+                      : lc__task_add_write_borrowed(tasks[n], path, data, len, 0600)) < 0)
+      r = r < 0 ? r : lc__error_set(-ENOMEM, "out of memory");
+    free(path);
+    rts[n] = w->rt;
+    listed[i] = 1;
+    at[n++] = i;
+  }
+  if (r < 0 || n == 0 ||
+      (r = lc__group_run_tasks(&rep, c->group, rts, (const lc_task *const *)tasks, n, NULL, NULL)) <
+          0)
+    goto out;
+  for (size_t k = 0; k < n; k++) {
+    int e = lc_group_report_error(rep, k);
+    if (e == 0) {
+      c->ctx_sent[at[k]] = h;
+      want[at[k]] = 0;
+      written++;
+      continue;
+    }
+    if (e == -ENOEXEC && unpacked) {
+      want[at[k]] = 2;
+      continue;
+    }
+    if (r == 0)
+      r = lc__error_set(e,
+                        "cluster: writing the cluster's context (%s in the working directory) "
+                        "on %s failed: %s",
+                        LC__CONTEXT_FILE, lc_group_report_host(rep, k),
+                        lc_group_report_message(rep, k));
+  }
+  if (r == 0 && written > 0)
+    lc__cluster_note(c, "the cluster's context (%zu bytes%s) written on %zu host%s",
+                     unpacked ? unpacked : len, unpacked ? ", sent in gzip's format" : "",
+                     written, written == 1 ? "" : "s");
+  if (r == 0 && written < n)
+    lc__cluster_note(c, "gzip cannot run on %zu host%s: the context goes there unpacked",
+                     n - written, n - written == 1 ? "" : "s");
+out:
+  lc_group_report_free(rep);
+  for (size_t k = 0; tasks != NULL && k <= n && k < ng + 1; k++)
+    lc_task_free(tasks[k]);
+  free(tasks);
+  free(rts);
+  free(at);
+  free(listed);
+  return r;
+}
+
+/*
  * Writes the cluster's context file (lc__cluster_context_text; 0600, a temporary file renamed
  * over it) on the hosts of the cluster's workers (only's alone, when not NULL) that do not have
- * this content yet: once per host and change, all hosts at once, before workers start there.
+ * this content yet: once per host and change, all hosts at once, before workers start there. A
+ * context larger than LC__CONTEXT_GZ_MIN is packed once here and unpacked by each host's gzip
+ * (a tenth of the bytes and packets for thousands of workers); a host where gzip cannot run
+ * gets the plain text in a second pass.
  */
 int lc__cluster_context_send(lc_cluster *c, const lc__worker *only) {
-  size_t ng = lc_group_count(c->group), n = 0;
-  lc__buf text = {0};
-  lc_runtime **rts = NULL;
-  lc_task **tasks = NULL;
-  size_t *at = NULL;
-  unsigned char *listed = NULL; /* host i is in at[] */
-  lc_group_report *rep = NULL;
+  size_t ng = lc_group_count(c->group);
+  lc__buf text = {0}, gz = {0};
+  unsigned char *want = NULL;
   uint64_t h;
   int r = 0;
 
@@ -142,58 +222,29 @@ int lc__cluster_context_send(lc_cluster *c, const lc__worker *only) {
     c->ctx_sent = v;
     c->nctx_sent = ng;
   }
-  if (lc__cluster_context_text(c, &text) < 0 || (rts = lc__calloc(ng + 1, sizeof(*rts))) == NULL ||
-      (tasks = lc__calloc(ng + 1, sizeof(*tasks))) == NULL ||
-      (at = lc__calloc(ng + 1, sizeof(*at))) == NULL || (listed = lc__calloc(ng + 1, 1)) == NULL) {
+  if (lc__cluster_context_text(c, &text) < 0 || (want = lc__calloc(ng + 1, 1)) == NULL) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
   h = context_hash(text.data, text.len);
-  for (size_t k = 0; k < (only ? 1 : c->nworkers) && r == 0; k++) {
+  for (size_t k = 0; k < (only ? 1 : c->nworkers); k++) {
     const lc__worker *w = only ? only : &c->workers[k];
     size_t i = w->rt != NULL ? lc__cluster_host_index(c, w->rt) : (size_t)-1;
-    const char *wd = NULL;
-    char *path = NULL;
-    if (i >= ng || listed[i] || c->ctx_sent[i] == h || !lc_runtime_is_connected(w->rt))
-      continue;
-    if ((r = lc_runtime_workdir(&wd, w->rt)) < 0)
-      break;
-    if ((path = lc__sprintf("%s/" LC__CONTEXT_FILE, wd)) == NULL ||
-        (r = lc_task_new(&tasks[n], "context")) < 0 ||
-        (r = lc__task_add_write_borrowed(tasks[n], path, text.data, text.len, 0600)) < 0)
-      r = r < 0 ? r : lc__error_set(-ENOMEM, "out of memory");
-    free(path);
-    rts[n] = w->rt;
-    listed[i] = 1;
-    at[n++] = i;
+    if (i < ng && c->ctx_sent[i] != h && lc_runtime_is_connected(w->rt))
+      want[i] = 1;
   }
-  if (r < 0 || n == 0 ||
-      (r = lc__group_run_tasks(&rep, c->group, rts, (const lc_task *const *)tasks, n, NULL, NULL)) <
-          0)
+  /* packed only where that saves bytes; zlib failing otherwise (-EIO) sends it plain */
+  if (text.len > LC__CONTEXT_GZ_MIN && lc__buf_gzip(&gz, text.data, text.len) == -ENOMEM) {
+    r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
-  for (size_t k = 0; k < n; k++) {
-    if (lc_group_report_error(rep, k) == 0) {
-      c->ctx_sent[at[k]] = h;
-      continue;
-    }
-    if (r == 0)
-      r = lc__error_set(lc_group_report_error(rep, k),
-                        "cluster: writing the cluster's context (%s in the working directory) "
-                        "on %s failed: %s",
-                        LC__CONTEXT_FILE, lc_group_report_host(rep, k),
-                        lc_group_report_message(rep, k));
   }
+  if (gz.len > 0 && gz.len < text.len)
+    r = context_pass(c, only, want, gz.data, gz.len, text.len, h);
   if (r == 0)
-    lc__cluster_note(c, "the cluster's context (%zu bytes) written on %zu host%s", text.len, n,
-                     n == 1 ? "" : "s");
+    r = context_pass(c, only, want, text.data, text.len, 0, h);
 out:
-  lc_group_report_free(rep);
-  for (size_t k = 0; tasks != NULL && k <= n && k < ng + 1; k++)
-    lc_task_free(tasks[k]);
-  free(tasks);
-  free(rts);
-  free(at);
-  free(listed);
+  free(want);
+  lc__buf_free(&gz);
   lc__buf_free(&text); /* after the tasks: they borrowed it */
   return r;
 }

@@ -240,7 +240,7 @@ int lc__files_next_return(lc_jobs *q, lc__qslot *s, lc__err *err) {
     goto out;
   }
   make_parents(local);
-  if ((r = lc__xfer_new(&p, s->host->rt, LC__XFER_GET, local, remote, NULL, 0, 0, err)) < 0)
+  if ((r = lc__xfer_new(&p, s->host->rt, LC__XFER_GET, local, remote, NULL, 0, 0, 0, err)) < 0)
     goto out;
   p->on_finish = return_finished;
   p->finish_arg = s;

@@ -100,6 +100,51 @@ static void test_more_workers_than_hosts(void) {
   th_command_type_free(m, w);
 }
 
+/*
+ * A context larger than LC__CONTEXT_GZ_MIN (72 workers: ~5 KB) goes to the hosts in gzip's format
+ * and comes out whole: every worker's TF_CONFIG names the 72 workers' ports and its cluster.json
+ * the 72 workers; lab2, whose gzip cannot run (a file that is not executable mounted over it),
+ * gets it unpacked, as the start's log says. After the free nothing is left on any host.
+ */
+static void test_context_gzip(void) {
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  static char text[16384];
+  char want[128];
+  LC_REQUIRE(th_run("exec 2 -- sh -c ': > /tmp/gzip-off && mount --bind /tmp/gzip-off "
+                    "/usr/bin/gzip'") == 0);
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker_tmpl));
+  o.master_port = 62500;
+  o.worker_ports = "62501-62600";
+  LC_REQUIRE_OK(lc_cluster_new(&c, group, m, w, &o));
+  LC_CHECK_OK(lc_cluster_start(c, 72));
+  LC_CHECK_CONTAINS(lc_cluster_log(c), "sent in gzip's format) written on 2 hosts");
+  LC_CHECK_CONTAINS(lc_cluster_log(c), "gzip cannot run on 1 host: the context goes there "
+                                       "unpacked");
+  LC_CHECK(lc_cluster_worker_count(c) == 72);
+  for (size_t i = 0; i < lc_cluster_worker_count(c); i++) {
+    const lc_worker_info *wi = lc_cluster_worker(c, i);
+    const lc_worker_info *last = lc_cluster_worker(c, 71);
+    worker_file(text, sizeof(text), c, i, "ctx.txt");
+    snprintf(want, sizeof(want), "\"localhost:%d\"]},\"task\":{\"type\":\"worker\",\"index\":%zu}}",
+             last->port, i);
+    LC_CHECK_CONTAINS(text, want); /* the last worker's port ends the list */
+    worker_file(text, sizeof(text), c, i, "cluster.json");
+    LC_CHECK_CONTAINS(text, "\"worker_count\":72");
+    snprintf(want, sizeof(want), "{\"index\":71,\"host\":\"%s\",\"port\":%d,", last->host,
+             last->port);
+    LC_CHECK_CONTAINS(text, want);
+    LC_CHECK(wi->index == (int)i);
+  }
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 625") == 73);
+  lc_cluster_free(c);
+  LC_CHECK(th_count_everywhere(HOSTS, "^serve 625") == 0);
+  th_command_type_free(m, w);
+  LC_CHECK(th_run("exec 2 -- sh -c 'umount /usr/bin/gzip'") == 0);
+}
+
 /* Every worker of c reached the master (its master.txt) and was told its port (ctx.txt). */
 static void check_workers_reached_master(lc_cluster *c, int port) {
   char text[4096], want[128];
@@ -1077,6 +1122,7 @@ static void test_early_worker_dead_before_ready(void) {
 int main(int argc, char **argv) {
   static const lc_test_case tests[] = {
       LC_TEST(test_more_workers_than_hosts),
+      LC_TEST(test_context_gzip),
       LC_TEST(test_declared_gpus),
       LC_TEST(test_master_errors),
       LC_TEST(test_worker_errors),

@@ -544,7 +544,7 @@ static void test_lifeline_input(void) {
 
 static void test_transfer_scripts(void) {
   lc__buf b = {0};
-  LC_REQUIRE_OK(lc__command_write_file(&b, "~/dir/it's", 12, 0640));
+  LC_REQUIRE_OK(lc__command_write_file(&b, "~/dir/it's", 12, 0640, 0));
   LC_CHECK_CONTAINS(b.data, "f=\"$HOME\"/'dir/it'\\''s'");
   LC_CHECK_CONTAINS(b.data, "-ne 12 ]");
   LC_CHECK_CONTAINS(b.data, "chmod 640");
@@ -577,7 +577,7 @@ static int write_with_planted_link(const char *dir, const char *path_dir) {
   pid_t pid;
   snprintf(target, sizeof(target), "%s/target", dir);
   snprintf(victim, sizeof(victim), "%s/victim", dir);
-  if (lc__command_write_file(&script, target, 4, 0644) < 0 || lc__buf_append(&script, "", 1) < 0 ||
+  if (lc__command_write_file(&script, target, 4, 0644, 0) < 0 || lc__buf_append(&script, "", 1) < 0 ||
       pipe(go) < 0 || pipe(in) < 0) {
     lc__buf_free(&script);
     return -1;
@@ -647,6 +647,128 @@ static void test_write_file_planted_symlink(void) {
   LC_CHECK(access(target, F_OK) != 0);
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
   LC_CHECK(system(cmd) == 0);
+}
+
+/* Runs the gzip form of the write script (lc__command_write_file, gz) for path with /bin/sh, in
+ * as stdin, PATH path_env when not NULL; its exit status, the start of its stderr in err. */
+static int write_gz_script(const char *path, const lc__buf *in, uint64_t unpacked,
+                           const char *path_env, char *err, size_t err_size) {
+  lc__buf script = {0};
+  int fd_in[2], fd_err[2], status = -1;
+  ssize_t n;
+  pid_t pid;
+  err[0] = '\0';
+  if (lc__command_write_file(&script, path, unpacked, 0640, 1) < 0 || pipe(fd_in) < 0 ||
+      pipe(fd_err) < 0) {
+    lc__buf_free(&script);
+    return -1;
+  }
+  if ((pid = fork()) == 0) {
+    dup2(fd_in[0], 0);
+    dup2(fd_err[1], 2);
+    close(fd_in[1]);
+    close(fd_err[0]);
+    if (path_env != NULL)
+      setenv("PATH", path_env, 1);
+    execl("/bin/sh", "sh", "-c", script.data, (char *)NULL);
+    _exit(98);
+  }
+  close(fd_in[0]);
+  close(fd_err[1]);
+  signal(SIGPIPE, SIG_IGN); /* a script that gives up early reads no more */
+  for (size_t done = 0; done < in->len; done += (size_t)n)
+    if ((n = write(fd_in[1], in->data + done, in->len - done)) <= 0)
+      break;
+  close(fd_in[1]);
+  if ((n = read(fd_err[0], err, err_size - 1)) > 0)
+    err[n] = '\0';
+  close(fd_err[0]);
+  waitpid(pid, &status, 0);
+  signal(SIGPIPE, SIG_DFL);
+  lc__buf_free(&script);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* Files in dir (the target and any temporary file left). */
+static int files_in(const char *dir) {
+  char cmd[600], line[64] = "";
+  FILE *p;
+  snprintf(cmd, sizeof(cmd), "ls -A '%s' | wc -l", dir);
+  if ((p = popen(cmd, "r")) == NULL)
+    return -1;
+  if (fgets(line, sizeof(line), p) == NULL)
+    line[0] = '\0';
+  pclose(p);
+  return atoi(line);
+}
+
+/*
+ * A cluster's context in gzip's format (lc__buf_gzip) and the script that unpacks it on a host:
+ * 300 KB of a context's text packs to a fraction and comes out whole, 0640; a corrupt stream, a
+ * cut one, a wrong size and a host whose gzip cannot run (not found: exit 3, said on stderr)
+ * each write nothing and leave no temporary file.
+ */
+static void test_write_gz(void) {
+  char dir[] = "/tmp/lc-test-gz.XXXXXX", target[512], bin[600], cmd[2048], err[512];
+  lc__buf text = {0}, gz = {0}, cut = {0}, back = {0};
+  struct stat st;
+  FILE *f;
+  LC_REQUIRE(mkdtemp(dir) != NULL);
+  snprintf(target, sizeof(target), "%s/cluster-context", dir);
+  for (int i = 0; i < 4000; i++)
+    lc__buf_printf(&text, "%s{\"index\":%d,\"host\":\"gpu-node-%03d\",\"port\":%d,\"gpu\":%d}",
+                   i ? "," : "[", i, i / 8, 61000 + i, i % 8);
+  lc__buf_puts(&text, "]\n");
+  LC_REQUIRE_OK(lc__buf_gzip(&gz, text.data, text.len));
+  LC_CHECK(gz.len > 0 && gz.len * 5 < text.len);
+  LC_CHECK(write_gz_script(target, &gz, text.len, NULL, err, sizeof(err)) == 0);
+  LC_CHECK(stat(target, &st) == 0 && (size_t)st.st_size == text.len &&
+           (st.st_mode & 07777) == 0640);
+  if ((f = fopen(target, "r")) != NULL) {
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+      lc__buf_append(&back, chunk, n);
+    fclose(f);
+  }
+  LC_CHECK(back.len == text.len && memcmp(back.data, text.data, text.len) == 0);
+  LC_CHECK(files_in(dir) == 1);
+  unlink(target);
+  /* corrupt: gzip's magic broken */
+  gz.data[0] ^= 0x55;
+  LC_CHECK(write_gz_script(target, &gz, text.len, NULL, err, sizeof(err)) == 1);
+  LC_CHECK_CONTAINS(err, "gzip");
+  gz.data[0] ^= 0x55;
+  LC_CHECK(files_in(dir) == 0);
+  /* cut short: half the stream */
+  lc__buf_append(&cut, gz.data, gz.len / 2);
+  LC_CHECK(write_gz_script(target, &cut, text.len, NULL, err, sizeof(err)) == 1);
+  LC_CHECK(files_in(dir) == 0);
+  /* whole, but not the size the file should have */
+  LC_CHECK(write_gz_script(target, &gz, text.len + 1, NULL, err, sizeof(err)) == 1);
+  LC_CHECK_CONTAINS(err, "transfer cut short");
+  LC_CHECK(files_in(dir) == 0);
+  /* no gzip on PATH (the other tools the script needs are there) */
+  snprintf(bin, sizeof(bin), "%s-bin", dir);
+  snprintf(cmd, sizeof(cmd),
+           "mkdir '%s' && for t in mktemp wc chmod mv rm; do ln -s \"$(command -v $t)\" '%s'/$t; "
+           "done",
+           bin, bin);
+  LC_REQUIRE(system(cmd) == 0);
+  LC_CHECK(write_gz_script(target, &gz, text.len, bin, err, sizeof(err)) == 3);
+  LC_CHECK_CONTAINS(err, "gzip cannot run here");
+  LC_CHECK(files_in(dir) == 0);
+  /* a gzip that is there but cannot run (not executable) */
+  snprintf(cmd, sizeof(cmd), "touch '%s/gzip' && chmod 644 '%s/gzip'", bin, bin);
+  LC_REQUIRE(system(cmd) == 0);
+  LC_CHECK(write_gz_script(target, &gz, text.len, bin, err, sizeof(err)) == 3);
+  LC_CHECK(files_in(dir) == 0);
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", dir, bin);
+  LC_CHECK(system(cmd) == 0);
+  lc__buf_free(&text);
+  lc__buf_free(&gz);
+  lc__buf_free(&cut);
+  lc__buf_free(&back);
 }
 
 static void test_signal_names(void) {
@@ -814,6 +936,6 @@ LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_p
              LC_TEST(test_buf), LC_TEST(test_grow), LC_TEST(test_relaylog), LC_TEST(test_compose),
              LC_TEST(test_lifeline_ends_on_eof), LC_TEST(test_lifeline_heartbeat_in_every_shell),
              LC_TEST(test_lifeline_input), LC_TEST(test_transfer_scripts),
-             LC_TEST(test_write_file_planted_symlink), LC_TEST(test_signal_names),
+             LC_TEST(test_write_file_planted_symlink), LC_TEST(test_write_gz), LC_TEST(test_signal_names),
              LC_TEST(test_engine_start_stop), LC_TEST(test_backend_caps),
              LC_TEST(test_lifeline_sweep_alone), LC_TEST(test_stdin_gather))
