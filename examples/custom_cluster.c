@@ -424,15 +424,57 @@ out:
   return r;
 }
 
+/* A worker's work with the master at port: 0 when the master said DONE, else 1 (said why). */
+static int worker_session(compute *g, const char *addr, const char *port, const char *index,
+                          const char *count, const char *host, char *secret) {
+  conn c = {.fd = -1};
+  char line[256];
+  int items = 0, r;
+
+  if ((c.fd = connect_to(addr != NULL ? addr : "localhost", port)) < 0)
+    return 1;
+  r = worker_authenticate(&c, secret);
+  if (r < 0)
+    goto fail;
+  if (conn_printf(&c, "HELLO %s %s %s %s\n", index, count, host != NULL ? host : "?", g->how) < 0)
+    goto lost;
+  while ((r = conn_read_line(&c, line, sizeof(line))) > 0) {
+    long item, first, end;
+    if (strcmp(line, "DONE") == 0)
+      break;
+    if (sscanf(line, "WORK %ld %ld %ld", &item, &first, &end) != 3 || first < 0 || end <= first ||
+        end - first > CHUNK) {
+      fprintf(stderr, "worker: the master said \"%s\": not our protocol\n", line);
+      goto fail;
+    }
+    if (conn_printf(&c, "RESULT %ld %lld\n", item, (long long)compute_item(g, first, end)) < 0)
+      goto lost;
+    items++;
+  }
+  if (r <= 0) {
+    fprintf(stderr, "worker: lost the master after %d items: %s\n", items,
+            r == 0 ? "it closed the connection" : strerror(errno));
+    goto fail;
+  }
+  close(c.fd);
+  printf("done: %d items; staying until the cluster stops me\n", items);
+  fflush(stdout);
+  return 0;
+lost:
+  fprintf(stderr, "worker: lost the master after %d items: %s\n", items, strerror(errno));
+fail:
+  close(c.fd);
+  return 1;
+}
+
 static int run_worker(void) {
   const char *addr = getenv("LAZYCLUSTER_MASTER_ADDR"), *port = getenv("LAZYCLUSTER_MASTER_PORT");
   const char *index = getenv("LAZYCLUSTER_WORKER_INDEX"),
              *count = getenv("LAZYCLUSTER_WORKER_COUNT");
   const char *host = getenv("LAZYCLUSTER_HOST");
-  conn c = {.fd = -1};
   compute g;
-  char line[256], *secret = NULL;
-  int items = 0, r;
+  char *secret = NULL;
+  int r;
 
   if (port == NULL || index == NULL || count == NULL) {
     fprintf(stderr, "worker: LAZYCLUSTER_MASTER_PORT, _WORKER_INDEX and _WORKER_COUNT are not set:"
@@ -444,44 +486,16 @@ static int run_worker(void) {
   compute_open(&g);
   printf("compute: %s\n", g.how);
   fflush(stdout);
-  if ((c.fd = connect_to(addr != NULL ? addr : "localhost", port)) < 0)
-    return 1;
-  r = worker_authenticate(&c, secret);
+  r = worker_session(&g, addr, port, index, count, host, secret);
   lc_free(secret);
-  if (r < 0)
-    return 1;
-  if (conn_printf(&c, "HELLO %s %s %s %s\n", index, count, host != NULL ? host : "?", g.how) < 0)
-    goto lost;
-  while ((r = conn_read_line(&c, line, sizeof(line))) > 0) {
-    long item, first, end;
-    if (strcmp(line, "DONE") == 0)
-      break;
-    if (sscanf(line, "WORK %ld %ld %ld", &item, &first, &end) != 3 || first < 0 || end <= first ||
-        end - first > CHUNK) {
-      fprintf(stderr, "worker: the master said \"%s\": not our protocol\n", line);
-      return 1;
-    }
-    if (conn_printf(&c, "RESULT %ld %lld\n", item, (long long)compute_item(&g, first, end)) < 0)
-      goto lost;
-    items++;
-  }
-  if (r <= 0) {
-    fprintf(stderr, "worker: lost the master after %d items: %s\n", items,
-            r == 0 ? "it closed the connection" : strerror(errno));
-    return 1;
-  }
-  close(c.fd);
-  compute_close(&g);
-  printf("done: %d items; staying until the cluster stops me\n", items);
-  fflush(stdout);
+  compute_close(&g); /* its buffers and devices go on every way out */
+  if (r != 0)
+    return r;
   /* Like any process of a cluster, a worker ends when the cluster stops it (lc_cluster_free
    * ends its process group). Leaving now would make it, not the master, the first process of
    * the cluster to end, which is what lc_cluster_wait reports. */
   for (;;)
     pause();
-lost:
-  fprintf(stderr, "worker: lost the master after %d items: %s\n", items, strerror(errno));
-  return 1;
 }
 
 /* ==== the master: a job server on libuv ====================================================== */

@@ -680,8 +680,11 @@ static int write_gz_script(const char *path, const lc__buf *in, uint64_t unpacke
     if ((n = write(fd_in[1], in->data + done, in->len - done)) <= 0)
       break;
   close(fd_in[1]);
-  if ((n = read(fd_err[0], err, err_size - 1)) > 0)
-    err[n] = '\0';
+  for (size_t got = 0; got < err_size - 1; got += (size_t)n) { /* until EOF: writes come apart */
+    if ((n = read(fd_err[0], err + got, err_size - 1 - got)) <= 0)
+      break;
+    err[got + (size_t)n] = '\0';
+  }
   close(fd_err[0]);
   waitpid(pid, &status, 0);
   signal(SIGPIPE, SIG_DFL);
