@@ -5,9 +5,12 @@
  * stdout and stderr (tests/support/README.md). For each user, on lab1: exec with environment,
  * working directory, stderr and exit status; file write, send and get, byte for byte (a file
  * holding our own mark included); the listing of ports; host facts; the working directory; what
- * `ps` shows of a process (its label, never a value); a cluster of one worker; the lifeline after
- * SIGKILL of the launcher; and afterwards, nothing of that user left on the host.
+ * `ps` shows of a process (its label, never a value); a cluster of one worker; a cluster of 64
+ * workers, whose context is large enough to go in gzip's format and be unpacked by the host's
+ * gzip under that user; the lifeline after SIGKILL of the launcher; and afterwards, nothing of
+ * that user left on the host.
  */
+#include "clusterenv.h"
 #include "collect.h"
 #include "lc_test.h"
 #include "testenv.h"
@@ -23,6 +26,8 @@
 #define LC_TEST_MARK_BYTES "\036lc\n"
 
 static lc_engine *engine;
+static char ctl[4096];
+static char master_tmpl[4200];
 
 /* Processes in lab1's namespace whose uid is the user's, sshd's own left out. */
 typedef struct owned {
@@ -257,6 +262,57 @@ static void check_cluster(const char *host) {
   t->release(m, w);
 }
 
+/* A cluster of 64 workers on this user's host: its context (~4 KB) goes packed in gzip's format
+ * and the host unpacks it as this user, whatever the login shell. Every worker sees the whole
+ * cluster; nothing of it is left after the free. */
+static void check_packed_context(const char *host) {
+  const char *worker = "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
+  const char *hosts[] = {host};
+  lc_master_launcher *m = NULL;
+  lc_worker_launcher *w = NULL;
+  lc_group *g = NULL;
+  lc_group_report *rep = NULL;
+  lc_cluster *c = NULL;
+  lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
+  lc_runtime_options ro = th_options();
+  LC_REQUIRE_OK(lc_group_new(&g, engine, NULL));
+  LC_REQUIRE_OK(lc_group_connect(&rep, g, hosts, 1, &ro));
+  LC_CHECK(lc_group_report_failures(rep) == 0);
+  lc_group_report_free(rep);
+  LC_REQUIRE(th_ship_ctl(g, ctl) == 0);
+  lc_runtime_set_resources(lc_group_at(g, 0), 0, 64);
+  LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker));
+  o.master_port = 61800;
+  o.worker_ports = "61801-61899";
+  LC_REQUIRE_OK(lc_cluster_new(&c, g, m, w, &o));
+  if (lc_cluster_start(c, 64) != 0) {
+    fprintf(stderr, "  %s: %s\n", host, lc_error_last());
+    LC_CHECK(!"the cluster of 64 started");
+  } else {
+    const lc_worker_info *last = lc_cluster_worker(c, 63);
+    char want[128], cmd[4200];
+    LC_CHECK_CONTAINS(lc_cluster_log(c), "sent in gzip's format) written on 1 host");
+    LC_CHECK(strstr(lc_cluster_log(c), "gzip cannot run") == NULL);
+    snprintf(want, sizeof(want), "{\"index\":63,\"host\":\"%s\",\"port\":%d,", last->host,
+             last->port);
+    for (size_t i = 0; i < lc_cluster_worker_count(c); i += 21) { /* 0, 21, 42, 63 */
+      collect col;
+      lc_exec_result res;
+      snprintf(cmd, sizeof(cmd), "cat '%s/cluster.json'", lc_cluster_worker(c, i)->workdir);
+      LC_CHECK_OK(collect_exec(&col, &res, lc_group_at(g, 0), cmd, NULL));
+      LC_CHECK(res.exit_status == 0);
+      LC_CHECK_CONTAINS(col.text[0], "\"worker_count\":64");
+      LC_CHECK_CONTAINS(col.text[0], want);
+      collect_free(&col);
+    }
+    LC_CHECK(th_count_procs(HOST, "lcbin/lazyclusterctl serve 618") == 64);
+  }
+  lc_cluster_free(c);
+  LC_CHECK(th_count_procs(HOST, "lcbin/lazyclusterctl serve 618") == 0);
+  lc_group_free(g);
+  th_command_type_free(m, w);
+}
+
 /* The launcher killed with SIGKILL: the host's processes go with the channel. */
 static void check_sigkill(const char *host) {
   int fds[2], status, n = -1;
@@ -308,6 +364,7 @@ static void as_user(const char *user) {
   check_ps(rt, user);
   lc_runtime_free(rt);
   check_cluster(host);
+  check_packed_context(host);
   check_sigkill(host);
   LC_CHECK(uid != 0 && left_of(uid) == 0);
 }
@@ -362,7 +419,7 @@ int main(int argc, char **argv) {
       LC_TEST(test_lcgreet),    LC_TEST(test_lcgreetfish),
       LC_TEST(test_lcgreetcsh), LC_TEST(test_login_shell_that_never_runs_the_command)};
   int r;
-  signal(SIGPIPE, SIG_IGN);
+  th_ctl_setup(ctl, master_tmpl, sizeof(master_tmpl));
   if (lc_engine_new(&engine, NULL) < 0) {
     fprintf(stderr, "FATAL: %s\n", lc_error_last());
     return 2;
