@@ -27,7 +27,7 @@
 # ports); anything left makes the run fail loudly (exit 1) after the table.
 #
 # Usage: tests/bench/scale.sh [--hosts "64 256"] [--quick] [--rounds N] [--lc PATH]
-#                             [--dir DIR] [--markdown FILE] [--no-dask] [--no-peers]
+#                             [--dir DIR] [--markdown FILE] [--no-dask] [--no-peers] [--pid-ns]
 #   --hosts LIST     host counts, in order (default "64 256"; at most 1000); the ratio rows need
 #                    two counts, the last against the first
 #   --quick          one round, no SSHCluster, no serial ssh loop (e.g. --quick --hosts 64)
@@ -38,6 +38,9 @@
 #   --dir DIR        testhosts directory (default /tmp/lc-scale.PID), taken down at the end
 #   --markdown FILE  also write the report (markdown) to FILE
 #   --no-dask        skip the Dask rows; --no-peers: skip pdsh, ssh and SSHCluster
+#   --pid-ns         give every test host its own PID namespace (testhosts up --pid-ns): its own
+#                    process table, as separate machines have; without it whatever reads every
+#                    process on a host (a lifeline's sweep) reads all hosts' processes
 # Needs root. It runs itself in a private network namespace (unshare -n) so that its hosts and
 # ports meet no one else's; everything it started is stopped. Dask's workers take ~100 MB each:
 # a Dask start whose workers do not fit in MemAvailable is not run, and the table says so.
@@ -72,6 +75,7 @@ DIR=/tmp/lc-scale.$$
 MARKDOWN=
 DASK=1
 PEERS=1
+PIDNS=()
 while (($#)); do
   case $1 in
   --hosts) HOSTCOUNTS=${2:?}; shift 2 ;;
@@ -82,6 +86,7 @@ while (($#)); do
   --markdown) MARKDOWN=${2:?}; shift 2 ;;
   --no-dask) DASK=0; shift ;;
   --no-peers) PEERS=0; shift ;;
+  --pid-ns) PIDNS=(--pid-ns); shift ;;
   -h | --help) sed -n '2,/^$/{s/^# \{0,1\}//;p}' "$SELF"; exit 0 ;;
   *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -125,7 +130,7 @@ FAIL=0 # something was left behind or a run failed
 NETNS=() # per host, from hosts.txt
 host_state() { # I -> sorted lines "KIND what" of host I
   local i=$1 p lp c
-  lp=$(<"$DIR/hosts/$i/sshd.pid")
+  lp=${SSHD_PIDS[$i]}
   for p in $(ip netns pids "${NETNS[$i]}" 2>/dev/null); do
     [[ $p == "$lp" ]] && continue
     c=$({ tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | cut -c1-120)
@@ -212,7 +217,8 @@ timed() { # PHASE TOOL ROUND CMD...
   fi
 }
 
-# Waits (at most LIMIT s) until no host runs anything but its listening sshd: a peer that
+# Waits (at most LIMIT s) until no host runs anything but what it ran after `up` (its listening
+# sshd; with --pid-ns also its pid 1 and the processes that entered the namespace): a peer that
 # returns before its remote processes are gone would otherwise have them missing from the sshd
 # ticks.
 QUIET=0
@@ -221,7 +227,7 @@ hosts_quiet() { # LIMIT_S
   for ((k = 0; k < $1 * 5; k++)); do
     busy=0
     for ((i = 0; i < H; i++)); do
-      [[ $(ip netns pids "${NETNS[$i]}" 2>/dev/null) == "${SSHD_PIDS[$i]}" ]] || { busy=1; break; }
+      [[ $(ip netns pids "${NETNS[$i]}" 2>/dev/null) == "${BASE_PIDS[$i]}" ]] || { busy=1; break; }
     done
     ((busy)) || return 0
     sleep 0.2
@@ -230,7 +236,8 @@ hosts_quiet() { # LIMIT_S
 }
 
 # At "ready:": lazyclusterctl's descriptors and threads, the hosts' memory (VmRSS of everything
-# in their network namespaces, sshd's included, / H), one worker's context on lab0 (its
+# in their network namespaces, sshd's included, / H; with --pid-ns not the namespace's pid 1 and
+# the processes that entered it at `up`, which a real host does not have), one worker's context on lab0 (its
 # cluster.json, the largest environment of a process there): a line for the notes.
 side_measure() { # PHASE PID WORKERS
   local fds thr rss=0 p json env=0 e k v
@@ -238,6 +245,7 @@ side_measure() { # PHASE PID WORKERS
   thr=$(find "/proc/$2/task" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
   for ((i = 0; i < H; i++)); do
     for p in $(ip netns pids "${NETNS[$i]}" 2>/dev/null); do
+      [[ $p != "${SSHD_PIDS[$i]}" && $'\n'${BASE_PIDS[$i]}$'\n' == *$'\n'$p$'\n'* ]] && continue
       # builtins only: a fork per process takes minutes on hosts loaded by 64 Dask workers
       while read -r k v _; do
         [[ $k == VmRSS: ]] && { rss=$((rss + v)); break; }
@@ -352,12 +360,16 @@ for H in $HOSTCOUNTS; do
   say "$H hosts: starting them"
   HOSTS_UP=1
   t0=${EPOCHREALTIME/./}
-  CONF=$("$TESTHOSTS" up "$H" --dir "$DIR") || die "testhosts up $H failed"
+  CONF=$("$TESTHOSTS" up "$H" --dir "$DIR" "${PIDNS[@]}") || die "testhosts up $H failed"
   say "$H hosts up in $(((${EPOCHREALTIME/./} - t0) / 1000)) ms"
   SSHD_PIDS=()
   NETNS=()
   while read -r _ _ ns; do NETNS+=("$ns"); done <"$DIR/hosts.txt"
-  for ((i = 0; i < H; i++)); do SSHD_PIDS+=("$(<"$DIR/hosts/$i/sshd.pid")"); done
+  BASE_PIDS=()
+  for ((i = 0; i < H; i++)); do
+    SSHD_PIDS+=("$("$TESTHOSTS" sshd-pid "$i" --dir "$DIR")")
+    BASE_PIDS+=("$(ip netns pids "${NETNS[$i]}" 2>/dev/null)")
+  done
   LIST="lab[0-$((H - 1))]"
   snapshot "$WORK/base"
 
