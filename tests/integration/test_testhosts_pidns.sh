@@ -46,7 +46,7 @@ check "lcfish logs in on lab1 and sees the reaper as the first process" \
 sp=$("$th" sshd-pid 1 --dir "$pdir")
 check "sshd-pid names lab1's listening sshd here" [ "$(readlink "/proc/$sp/exe")" == /usr/sbin/sshd ]
 check "sshd-pid: its pid in the host is the one sshd wrote" \
-  grep -Eq "^NSpid:[[:space:]]+$sp[[:space:]]+$(cat "$pdir/hosts/1/sshd.pid")\$" "/proc/$sp/status"
+  grep -Eq "^NSpid:[[:space:]]+${sp}[[:space:]]+$(cat "$pdir/hosts/1/sshd.pid")\$" "/proc/$sp/status"
 "$th" stop-sshd 1 --dir "$pdir" 2>"$tmp/stop.err"
 check "stop-sshd: lab1's sshd is gone, no login" \
   all '[ ! -e /proc/'"$sp"' ] || grep -q "^State:.*Z" /proc/'"$sp"'/status' 'not rssh lab1 true 2>/dev/null'
