@@ -203,6 +203,30 @@ static void check_ps(lc_runtime *rt, const char *user) {
   lc_process_free(p);
 }
 
+/* A group of the one host (user@alias), connected. */
+static lc_group *group_of_one(const char *host) {
+  lc_group *g = NULL;
+  lc_group_report *rep = NULL;
+  lc_runtime_options ro = th_options();
+  if (lc_group_new(&g, engine, NULL) < 0 || lc_group_connect(&rep, g, &host, 1, &ro) < 0) {
+    fprintf(stderr, "  %s: %s\n", host, lc_error_last());
+    lc_group_free(g);
+    return NULL;
+  }
+  LC_CHECK(lc_group_report_failures(rep) == 0);
+  lc_group_report_free(rep);
+  return g;
+}
+
+/* c started with n workers on host; otherwise the error, and a failed check. */
+static int started(lc_cluster *c, size_t n, const char *host) {
+  if (lc_cluster_start(c, n) == 0)
+    return 1;
+  fprintf(stderr, "  %s: %s\n", host, lc_error_last());
+  LC_CHECK(!"the cluster started");
+  return 0;
+}
+
 /* A cluster of one worker on this user's host, its master here; stopped and counted. */
 static void check_cluster(const char *host) {
   const lc_cluster_type *t = lc_cluster_type_find("command");
@@ -212,24 +236,15 @@ static void check_cluster(const char *host) {
                         NULL};
   lc_master_launcher *m = NULL;
   lc_worker_launcher *w = NULL;
-  lc_group *g = NULL;
-  lc_group_report *rep = NULL;
+  lc_group *g = group_of_one(host);
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
-  lc_runtime_options ro = th_options();
-  const char *hosts[] = {host};
+  LC_REQUIRE(g != NULL);
   LC_REQUIRE_OK(t->make(&m, &w, args));
-  LC_REQUIRE_OK(lc_group_new(&g, engine, NULL));
-  LC_REQUIRE_OK(lc_group_connect(&rep, g, hosts, 1, &ro));
-  LC_CHECK(lc_group_report_failures(rep) == 0);
-  lc_group_report_free(rep);
   o.master_port = 61700;
   o.worker_ports = "61701-61799";
   LC_REQUIRE_OK(lc_cluster_new(&c, g, m, w, &o));
-  if (lc_cluster_start(c, 1) != 0) {
-    fprintf(stderr, "  %s: %s\n", host, lc_error_last());
-    LC_CHECK(!"the cluster started");
-  } else {
+  if (started(c, 1, host)) {
     const lc_worker_info *wi = lc_cluster_worker(c, 0);
     collect col;
     lc_exec_result res;
@@ -267,28 +282,19 @@ static void check_cluster(const char *host) {
  * cluster; nothing of it is left after the free. */
 static void check_packed_context(const char *host) {
   const char *worker = "exec ~/lcbin/lazyclusterctl serve {worker_port} w{worker_index}";
-  const char *hosts[] = {host};
   lc_master_launcher *m = NULL;
   lc_worker_launcher *w = NULL;
-  lc_group *g = NULL;
-  lc_group_report *rep = NULL;
+  lc_group *g = group_of_one(host);
   lc_cluster *c = NULL;
   lc_cluster_options o = LC_CLUSTER_OPTIONS_INIT;
-  lc_runtime_options ro = th_options();
-  LC_REQUIRE_OK(lc_group_new(&g, engine, NULL));
-  LC_REQUIRE_OK(lc_group_connect(&rep, g, hosts, 1, &ro));
-  LC_CHECK(lc_group_report_failures(rep) == 0);
-  lc_group_report_free(rep);
+  LC_REQUIRE(g != NULL);
   LC_REQUIRE(th_ship_ctl(g, ctl) == 0);
   lc_runtime_set_resources(lc_group_at(g, 0), 0, 64);
   LC_REQUIRE_OK(th_command_type(&m, &w, master_tmpl, worker));
   o.master_port = 61800;
   o.worker_ports = "61801-61899";
   LC_REQUIRE_OK(lc_cluster_new(&c, g, m, w, &o));
-  if (lc_cluster_start(c, 64) != 0) {
-    fprintf(stderr, "  %s: %s\n", host, lc_error_last());
-    LC_CHECK(!"the cluster of 64 started");
-  } else {
+  if (started(c, 64, host)) {
     const lc_worker_info *last = lc_cluster_worker(c, 63);
     char want[128], cmd[4200];
     LC_CHECK_CONTAINS(lc_cluster_log(c), "sent in gzip's format) written on 1 host");
