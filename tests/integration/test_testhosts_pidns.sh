@@ -26,6 +26,9 @@ check "the two hosts have two PID namespaces, neither this machine's" \
   all '[ "$(readlink /proc/${inits[0]}/ns/pid)" != "$(readlink /proc/${inits[1]}/ns/pid)" ]' \
       '[ "$(readlink /proc/${inits[0]}/ns/pid)" != "$(readlink /proc/self/ns/pid)" ]'
 
+check "pids: lab0's own processes, its listening sshd alone on a quiet host" \
+  [ "$("$th" pids 0 --dir "$pdir")" == "$("$th" sshd-pid 0 --dir "$pdir")" ]
+
 # exec: inside the namespace, pid 1 is the reaper, and ps shows only the host's processes
 "$th" exec 0 --dir "$pdir" -- sh -c 'echo "self=$$"; ps -e -o pid=,comm= ; read -r _ _ _ _ l </proc/loadavg; echo "last=$l"' >"$tmp/exec.out" 2>&1
 check "exec: its shell has a small pid of the host's own" grep -Eq '^self=[0-9]{1,3}$' "$tmp/exec.out"
