@@ -127,6 +127,7 @@ struct lc__ssh_conn {
   uint64_t heard_at;    /* uv_now when the host's bytes last woke the poll: it is alive then */
   uint64_t req_sent_at; /* uv_now when it was sent: unanswered for the keepalive limit = lost */
   int sock_full; /* a write into a channel was cut short: the socket could not take it at once */
+  size_t gate_bypassed; /* small writes let past the closed write gate since it was last open */
   /* remote listens granted: those waiting for the next listing of the host's listeners, those
    * the listing in flight (check) covers; one listing at a time checks all granted meanwhile */
   lc__ssh_bound *unchecked, *checking;

@@ -787,7 +787,7 @@ static long host_out_rsts(int i) {
   snprintf(path, sizeof(path), "%s/hosts/%d/sshd.pid", fixture, i);
   if ((pidtext = read_text(path)) == NULL)
     return -1;
-  snprintf(path, sizeof(path), "/proc/%d/net/snmp", atoi(pidtext));
+  snprintf(path, sizeof(path), "/proc/%ld/net/snmp", th_pid_here(i, atol(pidtext)));
   free(pidtext);
   if ((snmp = read_text(path)) == NULL)
     return -1;

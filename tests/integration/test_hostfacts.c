@@ -383,7 +383,7 @@ static void test_facts_cgroup(void) {
   snprintf(host, sizeof(host), "lab%d", CG_HOST);
   snprintf(pidfile, sizeof(pidfile), "%s/hosts/%d/sshd.pid", th_dir(), CG_HOST);
   LC_REQUIRE(read_text(pidfile, text, sizeof(text)) == 0);
-  cg.pid = (pid_t)atoi(text);
+  cg.pid = (pid_t)th_pid_here(CG_HOST, atol(text)); /* sshd.pid holds the host's own count */
   LC_REQUIRE(cg.pid > 1);
 
   before_rt = connect_host(host);

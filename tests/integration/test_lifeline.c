@@ -2,7 +2,9 @@
  * test_lifeline.c - nothing outlives its launcher. A child process starts commands on every test
  * host and on this machine, then is killed with SIGKILL; on half of the hosts the network is cut
  * first, so only the heartbeat can end them. Every process must be gone once the heartbeat limit
- * and the grace period have passed, counted in every host's namespace.
+ * and the grace period have passed, counted in every host's namespace. lc_process_pid names
+ * the command's group leader; and a command whose output is read slower than it comes, for longer
+ * than the heartbeat limit, is not ended by its lifeline.
  */
 #include "lc_test.h"
 #include "testenv.h"
@@ -187,8 +189,10 @@ static void check_pid(lc_engine *engine, const char *host, int index) {
   LC_CHECK(pid > 1);
   LC_CHECK_STR(l.first, "first");
   LC_CHECK(!l.pid_seen);
-  if (index >= 0)
+  if (index >= 0) {
     LC_CHECK(th_each_proc(index, "environ", has_text, "LC_PID_TEST=4321") >= 1);
+    pid = th_pid_here(index, pid); /* the host's own count when it has a PID namespace */
+  }
   LC_CHECK(th_proc_apply(pid, "environ", has_text, "LC_PID_TEST=4321") == 1);
   LC_CHECK(th_proc_apply(pid, "environ", has_text, "LC_LIFELINE=") == 1);
   LC_CHECK(th_proc_apply(pid, "cmdline", th_cmdline_matches, "^sleep 4311") == 1);
@@ -213,4 +217,45 @@ static void test_pid(void) {
   lc_engine_free(engine);
 }
 
-LC_TEST_MAIN(LC_TEST(test_sigkill_leaves_nothing), LC_TEST(test_pid))
+/* ---- a reader slower than the host: the heartbeats still go ---- */
+
+typedef struct slow_reader {
+  unsigned long lines;
+} slow_reader;
+
+/* 5 ms every 1000 lines: 3,000,000 lines take at least 15 s here, whatever the host's speed. */
+static void read_slowly(const char *line, size_t len, lc_stream stream, void *payload) {
+  slow_reader *r = payload;
+  (void)line;
+  (void)len;
+  if (stream == LC_STDOUT && ++r->lines % 1000 == 0)
+    usleep(5000);
+}
+
+/* A command whose output streams in for longer than the heartbeat limit, read slower than it is
+ * written (the window always full, each read answered by a window adjust), runs to its end: its
+ * lifeline hears the heartbeats all along. Before the fix they waited behind libssh's write gate
+ * and the lifeline ended the command after the limit (8.6 s of 15+ here, with a limit of 6 s). */
+static void test_slow_reader_keeps_heartbeat(void) {
+  lc_engine *engine = NULL;
+  lc_runtime *rt = NULL;
+  lc_runtime_options o = th_options();
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_exec_result res = {0};
+  slow_reader r = {0};
+  o.keepalive_timeout_ms = 3000; /* heartbeat limit 6 s: the default rule, twice the keepalive */
+  eo.on_line = read_slowly;
+  eo.payload = &r;
+  LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
+  LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab5", &o));
+  LC_CHECK_OK(lc_runtime_exec(&res, rt, "yes 012345678 | head -n 3000000", &eo));
+  fprintf(stderr, "  exit %d, signal %d, %lu lines\n", res.exit_status, res.signal, r.lines);
+  LC_CHECK(res.exit_status == 0 && res.signal == 0);
+  LC_CHECK(r.lines == 3000000ul);
+  LC_CHECK(th_count_procs(5, "012345678") == 0);
+  lc_runtime_free(rt);
+  lc_engine_free(engine);
+}
+
+LC_TEST_MAIN(LC_TEST(test_sigkill_leaves_nothing), LC_TEST(test_pid),
+             LC_TEST(test_slow_reader_keeps_heartbeat))

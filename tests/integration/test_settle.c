@@ -95,8 +95,9 @@ static int procs(const char *text) {
   return n;
 }
 
+/* Whether lab1 (LOST, where every process this test follows runs) has pid with that command. */
 static int alive(long pid, const char *cmdline_start) {
-  return th_proc_apply(pid, "cmdline", th_cmdline_matches, cmdline_start);
+  return th_host_proc_apply(LOST, pid, "cmdline", th_cmdline_matches, cmdline_start);
 }
 
 /* Holds the cluster (lc_cluster_wait) until done(s) or limit_ms; the time taken. */

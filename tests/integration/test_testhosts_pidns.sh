@@ -50,6 +50,16 @@ sp=$("$th" sshd-pid 1 --dir "$pdir")
 check "sshd-pid names lab1's listening sshd here" [ "$(readlink "/proc/$sp/exe")" == /usr/sbin/sshd ]
 check "sshd-pid: its pid in the host is the one sshd wrote" \
   grep -Eq "^NSpid:[[:space:]]+${sp}[[:space:]]+$(cat "$pdir/hosts/1/sshd.pid")\$" "/proc/$sp/status"
+# pid-here: the host's own count to this machine's, and bad input
+check "pid-here turns the pid in lab1's sshd.pid into sshd-pid's" \
+  [ "$("$th" pid-here 1 "$(cat "$pdir/hosts/1/sshd.pid")" --dir "$pdir")" == "$sp" ]
+check "pid-here of a pid that lab0 does not have fails, naming the host and the pid" \
+  all 'not "$th" pid-here 0 999999 --dir "$pdir" >/dev/null 2>"$tmp/ph.err"' \
+  'grep -q "lab0: no process 999999" "$tmp/ph.err"'
+check "pid-here: lab1's pid 1 (the reaper, as lab1 counts it) is this machine's init.pid" \
+  [ "$("$th" pid-here 1 1 --dir "$pdir")" == "${inits[1]}" ]
+check "pid-here without a pid, or with a word, is refused" \
+  all 'not "$th" pid-here 0 --dir "$pdir" 2>/dev/null' 'not "$th" pid-here 0 abc --dir "$pdir" 2>/dev/null'
 "$th" stop-sshd 1 --dir "$pdir" 2>"$tmp/stop.err"
 check "stop-sshd: lab1's sshd is gone, no login" \
   all '[ ! -e /proc/'"$sp"' ] || grep -q "^State:.*Z" /proc/'"$sp"'/status' 'not rssh lab1 true 2>/dev/null'

@@ -162,9 +162,10 @@ static inline int th_proc_apply(long pid, const char *name, th_proc_fn fn, const
   return fn(pid, buf, arg);
 }
 
-/* Calls fn on /proc/PID/NAME of each process in host i's network namespace (as th_proc_apply);
- * returns how many fn counted, or -1. The hosts share this machine's pid namespace: never pkill
- * by name, other test hosts' processes would be hit too. */
+/* Calls fn on /proc/PID/NAME of each process in host i's network namespace (as th_proc_apply;
+ * with --pid-ns, those of its PID namespace); returns how many fn counted, or -1. Without
+ * --pid-ns the hosts share this machine's pid namespace: never pkill by name, other test hosts'
+ * processes would be hit too. */
 static inline int th_each_proc(int i, const char *name, th_proc_fn fn, const void *arg) {
   char cmd[4096], line[64];
   FILE *p;
@@ -176,6 +177,28 @@ static inline int th_each_proc(int i, const char *name, th_proc_fn fn, const voi
     count += th_proc_apply(strtol(line, NULL, 10), name, fn, arg);
   pclose(p);
   return count;
+}
+
+/* The pid on this machine of the process that host i counts as pid (what lc_process_pid gives,
+ * or a pid file written there): the same number unless the hosts have PID namespaces of their
+ * own (testhosts up --pid-ns); 0 when host i has no such process (any more). */
+static inline long th_pid_here(int i, long pid) {
+  char cmd[4096], line[64] = "";
+  FILE *p;
+  snprintf(cmd, sizeof(cmd), "%s pid-here %d %ld --dir %s 2>/dev/null", th_script(), i, pid,
+           th_dir());
+  if (pid <= 1 || (p = popen(cmd, "r")) == NULL) /* NOLINT(cert-env33-c): the testhosts script */
+    return 0;
+  if (fgets(line, sizeof(line), p) == NULL)
+    line[0] = '\0';
+  pclose(p);
+  return strtol(line, NULL, 10);
+}
+
+/* th_proc_apply on the process that host i counts as pid. */
+static inline int th_host_proc_apply(int i, long pid, const char *name, th_proc_fn fn,
+                                     const void *arg) {
+  return th_proc_apply(th_pid_here(i, pid), name, fn, arg);
 }
 
 /* The same for every process of this machine (test hosts' included). */
