@@ -8,6 +8,8 @@
  *  - libssh's socket stays in blocking mode; libssh reads only from inside ssh_event_dopoll;
  *  - after every wake-up every channel is drained, since libssh buffers decrypted data;
  *  - channel writes only while SSH_WRITE_PENDING is clear (the write gate), never past the window;
+ *    small writes into exec channels (heartbeats, stops) pass a closed gate, a bounded amount
+ *    (gate_allows): libssh sets it after every send, so during an output flood it is rarely clear;
  *  - the poll watches a close-on-exec dup of the fd, stopped before libssh frees the session;
  *  - a channel write never gives libssh more than the socket takes at once: libssh flushes with
  *    a blocking send(), and one host that stops reading must not stop the loop (lc__ssh_chan_put);
