@@ -53,8 +53,10 @@ check "status --json: state running, 2 workers with pids" \
   [ "$(json "$tmp/st.json" 'd["state"] == "running" and len(d["workers"]) == 2 and all(w["pid"] > 0 for w in d["workers"])')" = True ] ||
   show status "$tmp/st.json"
 sup=$(json "$tmp/st.json" 'd["supervisor_pid"]')
+# the supervisor's pid is lab7's own count (the host has its own PID namespace): read it there
+sup_uid=$(on_host "awk '/^Uid:/ { print \$2 }' /proc/${sup:-0}/status")
 check "the supervisor, the master and the workers run as lcbash (4 processes at least)" \
-  all '[ "$(awk "/^Uid:/ { print \$2 }" /proc/${sup:-0}/status)" = "$uid" ]' '[ "$(user_procs "$uid")" -ge 4 ]'
+  all '[ "$sup_uid" = "$uid" ]' '[ "$(user_procs "$uid")" -ge 4 ]'
 check "root's state directory on lab7 knows nothing of it" \
   [ -z "$(on_host 'ls -A /root/.cache/lazycluster/run 2>/dev/null')" ]
 as $u stop mine >"$tmp/out" 2>"$tmp/err"; rc=$?

@@ -89,6 +89,19 @@ local_leftovers() {
   [ -z "$left" ] || echo "$left" | cut -c1-60 | sed "s/^/  note: outlived the program (the keeper lifeline issue): /" >&2
 }
 
+# The command lines of host I's processes that name the program, after waiting up to 5 s for
+# them to go (the lifelines' kill grace, as in local_leftovers); empty when none is left.
+host_leftovers() {
+  local left
+  for _ in $(seq 50); do
+    left=$("$th" pids "$1" | while read -r p; do
+      tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep 'custom_cluster')
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  echo "$left" | cut -c1-100
+}
+
 case $mode in
 hosts)
   dir=${LC_TESTHOSTS_DIR:?no test hosts: run through ctest}   # testhosts reads it too
@@ -105,13 +118,8 @@ hosts)
   for i in 0 1 2; do
     left=$("$th" exec $i -- sh -c 'ls -A "$HOME/.cache/lazycluster" 2>/dev/null')
     check "hosts: lab$i: no working directory left" [ -z "$left" ]
-    for _ in $(seq 50); do # the lifelines' kill grace, as in local_leftovers
-      procs=$("$th" pids $i | while read -r p; do
-        tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c 'custom_cluster')
-      [ "$procs" -eq 0 ] && break
-      sleep 0.1
-    done
-    check "hosts: lab$i: no process left (within 5 s)" [ "$procs" -eq 0 ]
+    left=$(host_leftovers $i)
+    check "hosts: lab$i: no process left (within 5 s)" [ -z "$left" ] || echo "$left" | sed 's/^/  left: /' >&2
   done
   ;;
 local)
@@ -212,9 +220,8 @@ intruders)
     grep -qx "master: refused a connection: wrong proof: it does not know the cluster's secret" "$tmp/m.err"
   check "intruders: the secret is in none of the messages" not grep -qF -- "$secret" "$tmp/m.out" "$tmp/m.err" "$tmp/w1" "$tmp/w2" "$tmp/w3"
   "$th" exec 1 -- rm -rf /root/lc-custom-secret /tmp/lc-nobody
-  procs=$("$th" pids 1 | while read -r p; do
-    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c 'custom_cluster')
-  check "intruders: lab1: no process left" [ "$procs" -eq 0 ]
+  left=$(host_leftovers 1)
+  check "intruders: lab1: no process left (within 5 s)" [ -z "$left" ] || echo "$left" | sed 's/^/  left: /' >&2
 
   # a squatter on the master's port here, who cannot prove the secret: the worker leaves
   printf '%s\n' "$secret" > "$tmp/secret"; chmod 600 "$tmp/secret"

@@ -50,6 +50,20 @@ sp=$("$th" sshd-pid 1 --dir "$pdir")
 check "sshd-pid names lab1's listening sshd here" [ "$(readlink "/proc/$sp/exe")" == /usr/sbin/sshd ]
 check "sshd-pid: its pid in the host is the one sshd wrote" \
   grep -Eq "^NSpid:[[:space:]]+${sp}[[:space:]]+$(cat "$pdir/hosts/1/sshd.pid")\$" "/proc/$sp/status"
+# exec passes stdin, the exit status and a SIGTERM on to its command (nsenter forks into the
+# PID namespace: without passing it on, the command would outlive a kill of exec)
+check "exec passes stdin and the exit status" \
+  all '[ "$(echo hi | "$th" exec 0 --dir "$pdir" -- cat)" == hi ]' \
+  '"$th" exec 0 --dir "$pdir" -- sh -c "exit 7"; [ $? -eq 7 ]'
+"$th" exec 0 --dir "$pdir" -- sleep 4821 &
+ex=$!
+sleeping() { "$th" pids 0 --dir "$pdir" | while read -r p; do tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null; echo; done | grep -c '^sleep 4821'; }
+check "exec's command runs in lab0" wait_for 10 eval '[ "$(sleeping)" -eq 1 ]'
+kill "$ex"
+wait "$ex"
+check "kill of exec ends it with its command's status (143)" [ $? -eq 143 ]
+check "and its command is gone from lab0" wait_for 5 eval '[ "$(sleeping)" -eq 0 ]'
+
 # pid-here: the host's own count to this machine's, and bad input
 check "pid-here turns the pid in lab1's sshd.pid into sshd-pid's" \
   [ "$("$th" pid-here 1 "$(cat "$pdir/hosts/1/sshd.pid")" --dir "$pdir")" == "$sp" ]
