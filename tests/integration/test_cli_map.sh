@@ -200,7 +200,7 @@ echo "worker \$\$ ready" >&2
 while IFS= read -r line; do
   case \$line in
   update*) echo "\$\$ \$line" >>"$sh/updates"; echo "updated \$line" ;;
-  slow*) if mkdir "$sh/slow.once" 2>/dev/null; then echo \$\$ >"$sh/slow.pid"; while :; do sleep 1; done; fi
+  slow*) if mkdir "$sh/slow.once" 2>/dev/null; then echo "\$LAZYCLUSTER_HOST \$\$" >"$sh/slow.pid"; while :; do sleep 1; done; fi
     echo "answer \$line" ;;
   w*) n=0; while [ \$(wc -l <"$sh/starts") -lt 9 ] && [ \$n -lt 300 ]; do sleep 0.2; n=\$((n + 1)); done
     echo "answer \$line" ;;
@@ -214,7 +214,9 @@ jobs100="$(seq -f 'j%g' 49) slow $(seq -f 'w%g' 51 100)"
 map_pid=$!
 check "pool: the slow job reaches a worker" wait_for 60 test -s "$sh/slow.pid"
 check "pool: 8 workers started, once each (before the kill)" [ "$(wc -l <"$sh/starts")" = 8 ]
-kill -9 "$(cat "$sh/slow.pid")"
+# the worker's pid is its host's own count (each test host has its own PID namespace): kill there
+read -r slow_host slow_pid <"$sh/slow.pid"
+"$th" exec "$slow_host" -- kill -9 "$slow_pid"
 wait "$map_pid"; rc=$?
 check "pool: exit 0" [ "$rc" -eq 0 ] || show err "$tmp/e7"
 check "pool: 100 answers, each job once, tagged [labN gpuG #SEQ]" \

@@ -361,7 +361,8 @@ static void *start_thread(void *arg) {
 }
 
 /* Starts uid 65534's listener on addr:port in host i (through testhosts exec, child *via here);
- * its pid (in this machine's pid namespace, which the hosts share) once it listens, else -1. */
+ * its pid as this machine counts (th_pid_here: the host has its own PID namespace) once it
+ * listens, else -1. */
 static long stranger_listen(int i, const char *addr, int port, pid_t *via) {
   char cmd[8192], line[128];
   FILE *in;
@@ -394,9 +395,9 @@ static long stranger_listen(int i, const char *addr, int port, pid_t *via) {
     return -1;
   }
   if (*via > 0 && fgets(line, sizeof(line), in) != NULL && strncmp(line, "listening ", 10) == 0)
-    pid = atol(line + 10);
+    pid = th_pid_here(i, atol(line + 10));
   fclose(in);
-  return pid;
+  return pid > 0 ? pid : -1;
 }
 
 static void test_squatted_worker_port(void) {

@@ -200,7 +200,7 @@ static void test_kill9_restarts_worker(void) {
   hi = atoi(before.host + 3);
   LC_CHECK(before.state == LC_WORKER_RUNNING);
   LC_CHECK(before.pid > 1 && before.restarts == 0 && before.ended == 0 && before.started_ms > 0);
-  LC_CHECK(th_proc_apply(before.pid, "cmdline", th_cmdline_matches, "serve") == 1);
+  LC_CHECK(th_host_proc_apply(hi, before.pid, "cmdline", th_cmdline_matches, "serve") == 1);
   LC_CHECK(lc_process_pid(lc_cluster_worker_process(c, 1)) == before.pid);
   LC_CHECK(kill9_on(hi, before.pid) == 0);
   LC_CHECK_OK(hold_until(c, LC_CLUSTER_WORKER_RESTARTED, 1, msg, sizeof(msg)));
@@ -330,8 +330,8 @@ static void test_fish_user_restarts(void) {
   LC_REQUIRE_OK(lc_cluster_start(c, 1));
   before = status_of(c, 0);
   LC_CHECK(before.pid > 1);
-  LC_CHECK(th_proc_apply(before.pid, "environ", th_cmdline_matches, "LAZYCLUSTER_WORKER_INDEX=0") ==
-           1);
+  LC_CHECK(th_host_proc_apply(1, before.pid, "environ", th_cmdline_matches,
+                              "LAZYCLUSTER_WORKER_INDEX=0") == 1);
   LC_CHECK(kill9_on(1, before.pid) == 0);
   LC_CHECK_OK(hold_until(c, LC_CLUSTER_WORKER_RESTARTED, 0, msg, sizeof(msg)));
   after = status_of(c, 0);
