@@ -336,11 +336,11 @@ static int exec_write(lc__ssh_chan *k) {
     if ((size_t)w < put)
       return 0;
   }
-  if (lc__proc_in_eof_due(p) && gate_allows(k) >= EOF_PACKET) {
+  if (lc__proc_in_eof_due(p) && (n = gate_allows(k)) >= EOF_PACKET) {
     p->in_eof_sent = 1;
     if (ssh_channel_send_eof(k->ch) < 0)
       return -1;
-    if (!lc__ssh_write_open(k->c))
+    if (n != SIZE_MAX) /* past a closed gate */
       k->c->gate_bypassed += EOF_PACKET;
   }
   return 0;
