@@ -183,7 +183,7 @@ static void test_workdir(void) {
   lc_runtime *rt = NULL;
   lc_runtime_options o = th_options();
   const char *wd = NULL, *wd2 = NULL;
-  const int kill_sig = SIGKILL;
+  const int kill_sig = SIGKILL, stop_sig = SIGSTOP;
   char cmd[4200], kept[4096];
   LC_REQUIRE_OK(lc_runtime_new_ssh(&rt, engine, "lab1", &o));
   LC_REQUIRE_OK(lc_runtime_workdir(&wd, rt));
@@ -205,7 +205,11 @@ static void test_workdir(void) {
   LC_REQUIRE_OK(lc_runtime_workdir(&wd, rt));
   snprintf(kept, sizeof(kept), "%s", wd);
   LC_CHECK(th_count_procs(1, "lc-lifeline lab1 workdir ") >= 1);
-  /* lab1 runs nothing of ours now but the keeper (its wrapper, subshells and sleeps) */
+  /* lab1 runs nothing of ours now but the keeper (its wrapper, subshells and sleeps). Stopped
+   * first, then killed: killed one by one, a part still alive could act on another's death (the
+   * reader, once sshd closes the stdin of the dead wrapper, ends the lifeline and removes the
+   * directory; on a host with its own small process table that is quick enough to happen) */
+  LC_CHECK(th_each_proc(1, "comm", th_signal_unless_sshd, &stop_sig) >= 2);
   LC_CHECK(th_each_proc(1, "comm", th_signal_unless_sshd, &kill_sig) >= 2);
   for (int k = 0; k < 200 && !lc__runtime_workdir_keeper_ended(rt); k++)
     usleep(50 * 1000);
