@@ -616,14 +616,16 @@ static void count_line(const char *line, size_t len, lc_stream stream, void *pay
   }
 }
 
-/* 1 GB of 100-byte lines from one command on lab4: counted by on_line, then dropped (no
- * callback); our peak resident memory grows by less than 64 MiB either way. */
+/* 1 GB (LC_TEST_BULK_BYTES) of 100-byte lines from one command on lab4: counted by on_line, then
+ * dropped (no callback); our peak resident memory grows by less than 64 MiB either way. */
 static void test_gigabyte_output(void) {
   lc_runtime *rt = open_host(engine, "lab4");
-  /* 99 characters and the newline; head cuts at a line's end: 10^9 / 100 lines */
-  const char *cmd = "yes "
-                    "0123456789012345678901234567890123456789012345678901234567890123456789"
-                    "0123456789012345678901234567a | head -c 1000000000";
+  char cmd[256];
+  /* 99 characters and the newline; head cuts at a line's end: bytes / 100 lines */
+  snprintf(cmd, sizeof(cmd),
+           "yes 0123456789012345678901234567890123456789012345678901234567890123456789"
+           "0123456789012345678901234567a | head -c %llu",
+           LC_TEST_BULK_BYTES);
   LC_REQUIRE(rt != NULL);
   for (int pass = 0; pass < 2; pass++) {
     lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
@@ -645,8 +647,8 @@ static void test_gigabyte_output(void) {
             peak - before, before);
     LC_CHECK(res.exit_status == 0);
     if (pass == 0) {
-      LC_CHECK(c.lines == 10000000ull);
-      LC_CHECK(c.bytes == 1000000000ull);
+      LC_CHECK(c.lines == LC_TEST_BULK_BYTES / 100);
+      LC_CHECK(c.bytes == LC_TEST_BULK_BYTES);
     }
 #ifndef LC_TEST_ASAN
     LC_CHECK(before > 0 && peak > 0 && peak - before < PEAK_SLACK_KB);

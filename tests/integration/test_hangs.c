@@ -102,20 +102,22 @@ static void test_exec_timeout(void) {
     LC_CHECK(procs_left(i, "sleep 1000") == 0);
 }
 
-/* 1 GB of output in 1,000,000 lines of 1000 bytes through a group exec: our peak memory grows by
- * far less than that, and the report holds the last lines after a note of how many went. */
+/* 1 GB (LC_TEST_BULK_BYTES) of output in lines of 1000 bytes through a group exec: our peak memory
+ * grows by far less than that, and the report holds the last lines after a note of how many
+ * went. */
 static void test_exec_big_output(void) {
   lc_group_report *rep = NULL;
   lc_group *g = connect_labs(1);
   long hwm0, hwm1;
   const char *log;
+  char cmd[200];
   LC_REQUIRE(g != NULL);
   hwm0 = status_kib("VmHWM");
   LC_REQUIRE(hwm0 > 0);
-  LC_REQUIRE_OK(lc_group_exec(&rep, g,
-                              "head -c 1000000000 /dev/zero | tr '\\0' x | fold -w 1000; echo; "
-                              "echo the-last-line",
-                              NULL, NULL, NULL));
+  snprintf(cmd, sizeof(cmd),
+           "head -c %llu /dev/zero | tr '\\0' x | fold -w 1000; echo; echo the-last-line",
+           LC_TEST_BULK_BYTES);
+  LC_REQUIRE_OK(lc_group_exec(&rep, g, cmd, NULL, NULL, NULL));
   hwm1 = status_kib("VmHWM");
   fprintf(stderr, "  peak RSS %ld KiB before, %ld KiB after (+%ld KiB)\n", hwm0, hwm1, hwm1 - hwm0);
 #ifndef LC_TEST_ASAN /* AddressSanitizer keeps freed memory resident (lc_test.h) */
