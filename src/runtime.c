@@ -106,14 +106,29 @@ static void runtime_release(lc_runtime *rt) {
   free(rt);
 }
 
+/* Kicks rt's processes marked kick_due, one by one, from the list's start after each: a kick may
+ * end its process, which then leaves the list and is freed. */
+static void kick_due(lc_runtime *rt) {
+  lc_process *p;
+  do {
+    for (p = rt->procs; p != NULL && !p->kick_due; p = p->next)
+      ;
+    if (p != NULL) {
+      p->kick_due = 0;
+      rt->ops->proc_kick(p);
+    }
+  } while (p != NULL);
+}
+
+/* A heartbeat into every lifeline's stdin. The kicks come after the walk of the list (kick_due):
+ * a kick that ended its process freed it under a walk that read its next (ThreadSanitizer saw
+ * it in CI: heap-use-after-free, a cancelled job's process ended by the heartbeat's kick). */
 static void on_heartbeat(uv_timer_t *t) {
   lc_runtime *rt = t->data;
-  for (lc_process *p = rt->procs; p != NULL; p = p->next) {
-    if (!p->lifeline || p->finished)
-      continue;
-    if (lc__buf_puts(&p->in, "h\n") == 0)
-      rt->ops->proc_kick(p);
-  }
+  for (lc_process *p = rt->procs; p != NULL; p = p->next)
+    if (p->lifeline && !p->finished && lc__buf_puts(&p->in, "h\n") == 0)
+      p->kick_due = 1;
+  kick_due(rt);
 }
 
 /*
@@ -126,17 +141,8 @@ static __thread int in_callback;
 
 static void on_kick(uv_timer_t *t) {
   lc_runtime *rt = t->data;
-  lc_process *p;
   rt->kick_started = 0;
-  /* again from the start after each kick: a kick may end processes of the list */
-  do {
-    for (p = rt->procs; p != NULL && !p->kick_due; p = p->next)
-      ;
-    if (p != NULL) {
-      p->kick_due = 0;
-      rt->ops->proc_kick(p);
-    }
-  } while (p != NULL);
+  kick_due(rt);
 }
 
 /* p has more stdin: written now, or soon when this runs inside a backend's callback. */
@@ -1419,10 +1425,9 @@ int lc__xfer_finish(lc_process *p, int code, lc__err *err) {
       t->data[--t->len] = '\0';
     const char *last = t->len ? t->data : "no message";
     const char *nl = strrchr(last, '\n');
-    r = lc__err_set(err,
-                    p->xfer == LC__XFER_WRITE_GZ && p->result.exit_status == 3 ? -ENOEXEC
-                                                                               : LC_EREMOTE,
-                    "%s: %s failed: %s", name, p->xfer_what, nl ? nl + 1 : last);
+    r = lc__err_set(
+        err, p->xfer == LC__XFER_WRITE_GZ && p->result.exit_status == 3 ? -ENOEXEC : LC_EREMOTE,
+        "%s: %s failed: %s", name, p->xfer_what, nl ? nl + 1 : last);
   }
   if (r == 0 && p->xfer == LC__XFER_GET) {
     const char *stat_line = strstr(p->err_tail.data ? p->err_tail.data : "", "lc-stat ");
