@@ -193,6 +193,13 @@ static void check_pid(lc_engine *engine, const char *host, int index) {
     LC_CHECK(th_each_proc(index, "environ", has_text, "LC_PID_TEST=4321") >= 1);
     pid = th_pid_here(index, pid); /* the host's own count when it has a PID namespace */
   }
+  /* "first" comes before the shell's exec of sleep: on this machine the check can come first
+   * (seen once on a loaded machine: the pid was the shell's, not yet sleep's) */
+  for (int tries = 0; tries < 200; tries++) {
+    if (th_proc_apply(pid, "cmdline", th_cmdline_matches, "^sleep 4311") == 1)
+      break;
+    usleep(50 * 1000);
+  }
   LC_CHECK(th_proc_apply(pid, "environ", has_text, "LC_PID_TEST=4321") == 1);
   LC_CHECK(th_proc_apply(pid, "environ", has_text, "LC_LIFELINE=") == 1);
   LC_CHECK(th_proc_apply(pid, "cmdline", th_cmdline_matches, "^sleep 4311") == 1);
