@@ -241,13 +241,21 @@ static size_t sock_room(const lc__ssh_conn *c) {
  * buffer holds all of them. Bulk data (the relays) still waits for the gate. 0: none now.
  */
 #define GATE_BYPASS_MAX 4096
+
+/* Whether the write gate is open; when it is, libssh has sent what went past it while closed,
+ * and the count of those bytes starts again. */
+static int gate_seen_open(lc__ssh_conn *c) {
+  if (!lc__ssh_write_open(c))
+    return 0;
+  c->gate_bypassed = 0;
+  return 1;
+}
+
 static size_t gate_allows(lc__ssh_chan *k) {
   lc__ssh_conn *c = k->c;
   size_t room;
-  if (lc__ssh_write_open(c)) {
-    c->gate_bypassed = 0;
+  if (gate_seen_open(c))
     return SIZE_MAX;
-  }
   if (k->kind != K_EXEC || c->gate_bypassed >= GATE_BYPASS_MAX ||
       (room = sock_room(c)) <= c->gate_bypassed)
     return 0;
@@ -729,10 +737,8 @@ void lc__ssh_update_poll(lc__ssh_conn *c) {
   if (!c->poll_inited || c->s == NULL)
     return;
   mask = UV_READABLE;
-  if ((ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING) || c->sock_full)
+  if (!gate_seen_open(c) || c->sock_full)
     mask |= UV_WRITABLE;
-  else
-    c->gate_bypassed = 0; /* the gate is open: libssh sent what went past it (gate_allows) */
   if (mask != c->poll_mask) {
     c->poll_mask = mask;
     uv_poll_start(&c->poll, mask, on_poll);
@@ -1151,8 +1157,7 @@ static void conn_drive(lc__ssh_conn *c) {
       }
     }
     c->in_rounds = 0;
-    if (lc__ssh_write_open(c))
-      c->gate_bypassed = 0;
+    gate_seen_open(c);
     if (c->in_more) { /* held data waits for the next wake-up only if one surely comes */
       int avail = 0;
       c->in_more = ioctl(c->poll_fd, FIONREAD, &avail) == 0 && avail > 0;
