@@ -577,8 +577,8 @@ static int write_with_planted_link(const char *dir, const char *path_dir) {
   pid_t pid;
   snprintf(target, sizeof(target), "%s/target", dir);
   snprintf(victim, sizeof(victim), "%s/victim", dir);
-  if (lc__command_write_file(&script, target, 4, 0644, 0) < 0 || lc__buf_append(&script, "", 1) < 0 ||
-      pipe(go) < 0 || pipe(in) < 0) {
+  if (lc__command_write_file(&script, target, 4, 0644, 0) < 0 ||
+      lc__buf_append(&script, "", 1) < 0 || pipe(go) < 0 || pipe(in) < 0) {
     lc__buf_free(&script);
     return -1;
   }
@@ -795,6 +795,90 @@ static void test_engine_start_stop(void) {
  * What a runtime is comes from its backend's ops table, chosen by the backend's constructor:
  * the local one runs on this machine, an SSH one (settings read, never connected) does not.
  */
+/*
+ * A backend whose kick ends its process at once, and processes whose owner lets go of them as
+ * they end (on_finish, as the job queue does): a heartbeat's kick then frees the process it
+ * kicked. One heartbeat reaches every process (at its first kick, every process's stdin ends
+ * with the heartbeat's line), and the walk of the list never reads a freed one (it did: the walk
+ * stopped at the first freed process, the others missed that heartbeat, and AddressSanitizer
+ * would report a heap-use-after-free; ThreadSanitizer saw it in CI).
+ */
+static int kicked_ends;   /* atomic: written on the engine thread */
+static int reached_first; /* atomic: processes with a heartbeat waiting, at the first kick */
+static void kicker_connect(lc_runtime *rt) { lc__runtime_connected(rt, NULL); }
+static void kicker_start(lc_process *p) { p->backend = &kicked_ends; }
+static void kicker_end(lc_process *p) {
+  if (p->backend != NULL) {
+    p->backend = NULL;
+    lc__proc_closed(p, NULL);
+  }
+}
+static void kicker_kick(lc_process *p) {
+  if (__atomic_load_n(&kicked_ends, __ATOMIC_RELAXED) == 0) {
+    int n = 0;
+    for (const lc_process *q = p->rt->procs; q != NULL; q = q->next)
+      n += q->in.len >= 2 && memcmp(q->in.data + q->in.len - 2, "h\n", 2) == 0;
+    __atomic_store_n(&reached_first, n, __ATOMIC_RELAXED);
+  }
+  if (p->backend != NULL)
+    __atomic_add_fetch(&kicked_ends, 1, __ATOMIC_RELAXED);
+  kicker_end(p);
+}
+static void kicker_close(lc_runtime *rt, void (*done)(lc_runtime *rt)) { done(rt); }
+static const lc__backend_ops kicker_ops = {
+    .name = "kicker",
+    .connect = kicker_connect,
+    .proc_start = kicker_start,
+    .proc_kick = kicker_kick,
+    .proc_abort = kicker_end,
+    .close = kicker_close,
+};
+static void let_go(lc_process *p, void *arg) {
+  (void)arg;
+  lc__proc_release(p);
+}
+typedef struct launch_call {
+  lc__call call;
+  lc_process **ps;
+  int n;
+} launch_call;
+static void launch_fn(lc__call *c) {
+  launch_call *l = (launch_call *)c;
+  for (int i = 0; i < l->n; i++) {
+    l->ps[i]->on_finish = let_go;
+    if (lc__proc_launch(l->ps[i], &c->err) < 0) {
+      lc__call_done(c, c->err.code);
+      return;
+    }
+  }
+  lc__call_done(c, 0);
+}
+static void test_heartbeat_kick_ends(void) {
+  lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
+  lc_engine *e = NULL;
+  lc_runtime *rt = NULL;
+  lc_process *ps[5] = {0};
+  launch_call l = {.ps = ps, .n = 5};
+  int ended = 0;
+  o.heartbeat_timeout_ms = 600; /* a heartbeat every 200 ms */
+  LC_REQUIRE_OK(lc_engine_new(&e, NULL));
+  LC_REQUIRE_OK(lc__runtime_make(&rt, &kicker_ops, e, "kicker", NULL, &o, 1));
+  for (int i = 0; i < 5; i++)
+    LC_REQUIRE_OK(lc__proc_new(&ps[i], rt, "true", NULL, 1, NULL, NULL));
+  LC_REQUIRE_OK(lc__engine_run(e, &l.call, launch_fn));
+  for (int t = 0; t < 100 && ended < 5; t++) {
+    usleep(50 * 1000);
+    ended = __atomic_load_n(&kicked_ends, __ATOMIC_RELAXED);
+  }
+  fprintf(stderr,
+          "  %d of 5 processes ended by a heartbeat's kick; the first heartbeat reached %d\n",
+          ended, __atomic_load_n(&reached_first, __ATOMIC_RELAXED));
+  LC_CHECK(ended == 5);
+  LC_CHECK(__atomic_load_n(&reached_first, __ATOMIC_RELAXED) == 5);
+  lc_runtime_free(rt);
+  lc_engine_free(e);
+}
+
 static void test_backend_caps(void) {
   char config[] = "/tmp/lc-test-caps-XXXXXX";
   lc_runtime_options o = LC_RUNTIME_OPTIONS_INIT;
@@ -934,11 +1018,12 @@ static void test_stdin_gather(void) {
   lc__buf_free(&p.in);
 }
 
-LC_TEST_MAIN(LC_TEST(test_error_names_and_texts), LC_TEST(test_error_detail_is_per_thread),
-             LC_TEST(test_err_carries_across_threads), LC_TEST(test_shell_quote_round_trip),
-             LC_TEST(test_buf), LC_TEST(test_grow), LC_TEST(test_relaylog), LC_TEST(test_compose),
-             LC_TEST(test_lifeline_ends_on_eof), LC_TEST(test_lifeline_heartbeat_in_every_shell),
-             LC_TEST(test_lifeline_input), LC_TEST(test_transfer_scripts),
-             LC_TEST(test_write_file_planted_symlink), LC_TEST(test_write_gz), LC_TEST(test_signal_names),
-             LC_TEST(test_engine_start_stop), LC_TEST(test_backend_caps),
-             LC_TEST(test_lifeline_sweep_alone), LC_TEST(test_stdin_gather))
+LC_TEST_MAIN(LC_TEST(test_heartbeat_kick_ends), LC_TEST(test_error_names_and_texts),
+             LC_TEST(test_error_detail_is_per_thread), LC_TEST(test_err_carries_across_threads),
+             LC_TEST(test_shell_quote_round_trip), LC_TEST(test_buf), LC_TEST(test_grow),
+             LC_TEST(test_relaylog), LC_TEST(test_compose), LC_TEST(test_lifeline_ends_on_eof),
+             LC_TEST(test_lifeline_heartbeat_in_every_shell), LC_TEST(test_lifeline_input),
+             LC_TEST(test_transfer_scripts), LC_TEST(test_write_file_planted_symlink),
+             LC_TEST(test_write_gz), LC_TEST(test_signal_names), LC_TEST(test_engine_start_stop),
+             LC_TEST(test_backend_caps), LC_TEST(test_lifeline_sweep_alone),
+             LC_TEST(test_stdin_gather))
