@@ -265,11 +265,15 @@ static size_t gate_allows(lc__ssh_chan *k) {
 
 /* Writes into k's channel as far as its window, the write gate (gate_allows) and the socket's
  * free buffer allow: the bytes taken, or -1 when the channel failed. A write cut short by the
- * socket sets sock_full, so that the poll waits for the socket to drain (lc__ssh_update_poll). */
+ * socket sets sock_full, so that the poll waits for the socket to drain (lc__ssh_update_poll).
+ * Nothing more once the host closed the channel: a write past the closed gate leaves bytes in
+ * libssh, whose flush then reads and processes what came in (our callbacks run inside this
+ * write), the host's CLOSE included, and a write after it would fail the channel instead of
+ * letting its end be reported. */
 ssize_t lc__ssh_chan_put(lc__ssh_chan *k, const char *data, size_t len) {
   lc__ssh_conn *c = k->c;
   size_t done = 0, allowed;
-  while (done < len && (allowed = gate_allows(k)) > 0) {
+  while (done < len && !k->remote_closed && (allowed = gate_allows(k)) > 0) {
     size_t n = len - done < WRITE_CHUNK ? len - done : WRITE_CHUNK;
     uint32_t win = ssh_channel_window_size(k->ch);
     size_t room;
@@ -344,6 +348,8 @@ static int exec_write(lc__ssh_chan *k) {
     if ((size_t)w < put)
       return 0;
   }
+  if (k->remote_closed) /* closed while we wrote (lc__ssh_chan_put) */
+    return 0;
   if (lc__proc_in_eof_due(p) && (n = gate_allows(k)) >= EOF_PACKET) {
     p->in_eof_sent = 1;
     /* SSH_AGAIN: the EOF is queued (libssh marked it sent) but its flush did not finish, as past
