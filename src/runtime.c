@@ -145,18 +145,23 @@ static void on_kick(uv_timer_t *t) {
   kick_due(rt);
 }
 
-/* p has more stdin: written now, or soon when this runs inside a backend's callback. */
-static void proc_kick_soon(lc_process *p) {
+void lc__proc_kick_later(lc_process *p) {
   lc_runtime *rt = p->rt;
-  if (in_callback == 0) {
-    rt->ops->proc_kick(p);
+  if (rt == NULL || p->finished || !rt->heartbeat_started)
     return;
-  }
   p->kick_due = 1;
   if (!rt->kick_started) {
     uv_timer_start(&rt->kick, on_kick, 0, 0);
     rt->kick_started = 1;
   }
+}
+
+/* p has more stdin: written now, or soon when this runs inside a backend's callback. */
+static void proc_kick_soon(lc_process *p) {
+  if (in_callback == 0)
+    p->rt->ops->proc_kick(p);
+  else
+    lc__proc_kick_later(p);
 }
 
 static void lost_sweep_start(lc_runtime *rt);
@@ -646,6 +651,11 @@ void lc__proc_data(lc_process *p, lc_stream stream, const char *data, size_t len
     len -= n;
   }
 
+  if (stream == LC_STDOUT && p->on_raw != NULL) {
+    if (len > 0)
+      p->on_raw(p, data, len);
+    return;
+  }
   if (stream == LC_STDOUT && p->out_fd >= 0) {
     while (len > 0 && p->err_code == 0) {
       ssize_t n = write(p->out_fd, data, len);
@@ -1539,6 +1549,7 @@ static int workdir_begin_locked(lc_runtime *rt) {
   eo.on_line = workdir_line;
   eo.payload = w;
   eo.label = "workdir";
+  __atomic_store_n(&rt->agent_wanted, 1, __ATOMIC_RELEASE); /* the keeper on, through the agent */
   if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0)
     goto out;
   if ((r = proc_start(p)) < 0)
@@ -1676,6 +1687,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
   eo.on_line = workdir_line;
   eo.payload = w;
   eo.label = "workdir";
+  __atomic_store_n(&rt->agent_wanted, 1, __ATOMIC_RELEASE); /* the keeper on, through the agent */
   if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0 ||
       (r = proc_start(p)) < 0)
     goto out;

@@ -101,6 +101,10 @@ struct lc_process {
   void (*on_finish)(lc_process *p, void *arg);
   void *finish_arg;
 
+  /* [made] then [engine]: its stdout after the mark as it comes, instead of lines (a backend's
+   * own process: the SSH backend's agent) */
+  void (*on_raw)(lc_process *p, const char *data, size_t len);
+
   /* a file transfer (lc__xfer_new): [made]; xfer_tmp is the owner's again once finished
    * (lc__xfer_finish) */
   int xfer;
@@ -274,6 +278,9 @@ struct lc_runtime {
   uint64_t free_deadline;
   /* [wdmu]: the helper that listens for this host's mesh ports (meshrelay.c), or NULL */
   struct lc__meshrelay *relay;
+  /* [atomic]: it has a working directory, so it runs many processes for long: a backend may
+   * run them through one process on the host (runtimes/ssh/agent.c) */
+  int agent_wanted;
 };
 
 /* What is known of the processes of this runtime's lost connections (lost_state). */
@@ -366,6 +373,8 @@ void lc__runtime_lost(lc_runtime *rt, const lc__err *err);
 int lc__runtime_lost_ended(lc_runtime *rt, char *why, size_t n);
 void lc__proc_data(lc_process *p, lc_stream stream, const char *data, size_t len);
 void lc__proc_exit(lc_process *p, int status, int signal);
+/* Kicks p (ops->proc_kick) on the next turn of the loop, with whatever else is due then. */
+void lc__proc_kick_later(lc_process *p);
 /* The process's channel is closed; err is NULL when it ran (exit status arrived). */
 void lc__proc_closed(lc_process *p, const lc__err *err);
 /* Bytes of stdin ready to write (reads the next chunk of a file source); 0 when none now. */

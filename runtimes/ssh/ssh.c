@@ -1812,6 +1812,10 @@ static void ssh_proc_start(lc_process *p) {
     lc__proc_closed(p, &err);
     return;
   }
+  if (lc__agent_take(pc, p)) {
+    free(k);
+    return;
+  }
   if ((c = pick_conn(pc, NULL)) == NULL) {
     if (full_fail(pc, p)) {
       free(k);
@@ -1830,6 +1834,14 @@ static void ssh_proc_start(lc_process *p) {
 
 static void ssh_proc_kick(lc_process *p) {
   lc__ssh_chan *k = p->backend;
+  if (k != NULL && k->kind == K_SLOT) {
+    lc__agent_slot_kick(k);
+    return;
+  }
+  if (lc__agent_is(p->rt->backend, p)) {
+    lc__agent_pump(p); /* may end it */
+    k = p->backend;
+  }
   if (k == NULL)
     return;
   lc__ssh_conn *c = k->c;
@@ -1841,6 +1853,10 @@ static void ssh_proc_abort(lc_process *p) {
   lc__ssh_chan *k = p->backend;
   if (k == NULL)
     return;
+  if (k->kind == K_SLOT) {
+    lc__agent_slot_abort(k);
+    return;
+  }
   lc__ssh_conn *c = k->c;
   /* Closing the channel gives the lifeline its EOF: it ends the process group. */
   exec_end(k, NULL, 0);

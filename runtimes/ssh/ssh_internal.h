@@ -23,10 +23,12 @@
 typedef struct lc__ssh_conn lc__ssh_conn;
 typedef struct lc__ssh_chan lc__ssh_chan;
 typedef struct lc__ssh_global_req lc__ssh_global_req;
+typedef struct lc__ssh_agent lc__ssh_agent;
 
 enum conn_state { C_IDLE, C_RESOLVING, C_TCP, C_WAIT_JUMP, C_HANDSHAKE, C_AUTH, C_READY, C_DEAD };
 enum chan_state { CH_QUEUED, CH_OPENING, CH_CONNECTING, CH_EXEC, CH_RUNNING, CH_CLOSING };
-enum chan_kind { K_EXEC, K_RELAY };
+/* K_SLOT: a process that the host's agent runs (agent.c), not a channel of its own */
+enum chan_kind { K_EXEC, K_RELAY, K_SLOT };
 
 #define LC__SSH_FREED_RING 16
 
@@ -42,6 +44,16 @@ struct lc__ssh_chan {
   /* K_EXEC */
   lc_process *p;      /* NULL once detached */
   uint64_t open_sent; /* uv_now when the session open was sent (a refusal's age, ssh.c) */
+
+  /* K_SLOT: its agent (NULL once the agent ended), its ID there, its stdin bytes sent and not yet
+   * written by the agent; the agent has its start (spawn_sent), said it started it (started), or
+   * said it ended (ended: closed at the agent's next pump; slot_fail, when it could not start
+   * it, why); killing: forgotten by us, until the agent says it forgot it too */
+  lc__ssh_agent *agent;
+  unsigned long slot_id;
+  size_t unacked;
+  int spawn_sent, started, ended, killing;
+  char *slot_fail;
 
   /* K_RELAY: a channel relayed to a local stream */
   lc__ssh_conn *owner; /* ProxyJump: the connection that rides on this relay */
@@ -181,6 +193,10 @@ struct lc__ssh_conn {
    * socket it was given, so session_free closes it when it is still that socket */
   int lib_fd;
   unsigned long lib_ino;
+  /* the primary's: the host's process agent (agent.c), or NULL; agent_off: it could not start
+   * there, processes get a channel each on this connection */
+  lc__ssh_agent *agent;
+  int agent_off;
 };
 
 /* ssh.c */
@@ -214,6 +230,18 @@ void lc__tunnel_fwd_accept(lc_forward *f, uv_tcp_t *client);
 void lc__tunnel_fwd_start(lc_forward *f);
 void lc__tunnel_fwd_stop(lc_forward *f);
 void lc__tunnel_probe(lc_runtime *rt, int port, void (*done)(void *arg, int r), void *arg);
+
+/* agent.c: a host's processes through one process there */
+/* 1 when the host's agent takes p (p->backend is then a K_SLOT), 0 when p needs a channel. */
+int lc__agent_take(lc__ssh_conn *c, lc_process *p);
+/* Whether p is the agent's own process on c. */
+int lc__agent_is(const lc__ssh_conn *c, const lc_process *p);
+void lc__agent_slot_kick(lc__ssh_chan *k);
+void lc__agent_slot_abort(lc__ssh_chan *k);
+/* The runtime kicked the agent's own process: ends what ended, sends what waits. */
+void lc__agent_pump(lc_process *ap);
+/* The agent's stdout (lc_process.on_raw). */
+void lc__agent_out(lc_process *ap, const char *data, size_t len);
 
 /* The SSH backend (ssh.c). */
 extern const lc__backend_ops lc__ssh_ops;

@@ -1,0 +1,1 @@
+lc_integration_test(test_agent 300 integration/test_agent.c)
