@@ -65,6 +65,8 @@ static const char agent_pl1[] =
     "use POSIX qw(setsid WNOHANG _exit);\n"
     "use Fcntl qw(F_GETFL F_SETFL O_NONBLOCK);\n"
     "$0 = 'lc-agent';\n"
+    /* the heredoc's descriptor: not for the processes it starts */
+    "POSIX::close(4);\n"
     "$SIG{PIPE} = 'IGNORE';\n"
     "$SIG{CHLD} = sub {};\n"
     "my $limit = $ARGV[0] > 0 ? $ARGV[0] : 60;\n"
