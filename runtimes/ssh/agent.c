@@ -19,8 +19,10 @@
  * the agent confirms with k). From the agent: r (ready, once), p (started: its pid), o and e
  * (stdout and stderr bytes), a (stdin bytes written into its pipe, or dropped: a decimal count),
  * x ("STATUS SIGNAL", after its last output: both pipes closed and the process reaped), f
- * (could not start it: why), k (forgotten), q (quits, idle: no process and nothing heard for
- * the heartbeat limit). An ID is used again only once the agent said x or k for it.
+ * (could not start it: why), k (forgotten), q (asks to quit, idle: no process and nothing heard
+ * for the heartbeat limit). We answer q with Q (quit) when nothing of ours is on its way to it;
+ * else the start on its way cancels the question. An ID is used again only once the agent said x
+ * or k for it.
  *
  * What keeps the guarantees of a channel per process:
  *  - the agent holds the write end of every process's stdin: when it ends (its channel closed,
@@ -31,8 +33,8 @@
  *  - a process's stdin that its process does not read is bounded: at most AGENT_WINDOW bytes
  *    sent and not yet acknowledged (a), so the agent holds at most that much for it;
  *  - the agent ends by itself only when it runs nothing and heard nothing for the heartbeat
- *    limit (a connection wedged without a close): what we had sent it meanwhile and it never
- *    started is started again, through a new agent.
+ *    limit, and we agreed or did not answer for as long again (a connection wedged without a
+ *    close).
  *
  * A host where the agent cannot start (no perl: Debian's perl-base is nearly always there, the
  * mesh relay needs it too) gets a channel per process, as before, on that connection from then
@@ -70,7 +72,7 @@ static const char agent_pl1[] =
     "$SIG{PIPE} = 'IGNORE';\n"
     "$SIG{CHLD} = sub {};\n"
     "my $limit = $ARGV[0] > 0 ? $ARGV[0] : 60;\n"
-    "my (%K, %P);\n"
+    "my (%K, %P, $asked);\n"
     "my ($ib, $ob) = ('', '');\n"
     "binmode STDIN;\n"
     "binmode STDOUT;\n"
@@ -119,7 +121,8 @@ static const char agent_pl1[] =
     "    my $d = substr($ib, $nl + 1, $n);\n"
     "    substr($ib, 0, $nl + 1 + $n, '');\n"
     "    my $k = $K{$id};\n"
-    "    if ($t eq 's') { spawn($id, $d) }\n"
+    "    if ($t eq 's') { $asked = undef; spawn($id, $d) }\n"
+    "    elsif ($t eq 'Q') { flush(); quit() }\n"
     "    elsif ($t eq 'k') { if ($k) { shut($k); delete $K{$id} } rec($id, 'k', '') }\n"
     "    elsif (!$k) { }\n"
     "    elsif ($t eq 'e') { $k->{eof} = 1 }\n"
@@ -178,7 +181,10 @@ static const char agent_pl2[] =
     "    rec($k->{id}, 'x', $k->{st});\n"
     "    delete $K{$k->{id}};\n"
     "  }\n"
-    "  if (!%K && time - $heard > $limit) { rec(0, 'q', ''); flush(); quit() }\n"
+    /* idle: it asks to quit (q); we agree (Q) unless a start is on its way, which cancels it */
+    "  if (!%K && !defined $asked && time - $heard > $limit) { rec(0, 'q', ''); $asked = time }\n"
+    /* no answer for the limit: the connection is gone */
+    "  quit() if defined $asked && time - $asked > $limit;\n"
     "  flush();\n"
     "}\n"
     "LC_AGENT\n";
@@ -187,7 +193,7 @@ struct lc__ssh_agent {
   lc__ssh_conn *c;     /* the runtime's primary connection */
   lc_process *ap;      /* the agent's own process (a plain one: no lifeline) */
   int ready;           /* it said r: records may go */
-  int quitting;        /* it said q: it reads nothing more */
+  int quitting;        /* we answered its q with Q: it reads nothing more */
   const char *fault;   /* what it sent that it should not have: ended at the next pump */
   lc__ssh_chan **slot; /* by ID - 1; NULL: free */
   size_t nslot;
@@ -289,13 +295,13 @@ static void to_channel(lc__ssh_conn *c, lc_process *p) {
 }
 
 /* The agent ended (its process finished: exited, killed, its channel closed, the connection
- * lost): what it runs is told so; what it never started goes on through a channel (it never
- * became ready: no perl) or a new agent (it quit for idleness). */
+ * lost): what it runs is told so; when it never became ready (no perl), what waited for it goes
+ * on through a channel each (nothing of it was sent yet). */
 static void agent_end(lc_process *ap, void *arg) {
   lc__ssh_agent *a = arg;
   lc__ssh_conn *c = a->c;
   lc__err err = {0};
-  int again = c->state == C_READY && c->close_done == NULL && (!a->ready || a->quitting);
+  int again = c->state == C_READY && c->close_done == NULL && !a->ready;
   if (c->agent == a)
     c->agent = NULL;
   if (ap->err_code < 0)
@@ -307,7 +313,7 @@ static void agent_end(lc_process *ap, void *arg) {
                 c->rt->name, ap->result.signal ? "signal" : "exit status",
                 ap->result.signal ? ap->result.signal : ap->result.exit_status,
                 ap->err_tail.len > 0 ? ": " : "", ap->err_tail.len > 0 ? ap->err_tail.data : "");
-  if (!a->ready && again)
+  if (again)
     c->agent_off = 1;
   for (size_t i = 0; i < a->nslot; i++) {
     lc__ssh_chan *k = a->slot[i];
@@ -317,13 +323,10 @@ static void agent_end(lc_process *ap, void *arg) {
     a->slot[i] = NULL;
     k->agent = NULL;
     p = k->p;
-    if (p != NULL && again && !k->started && !k->ended) {
+    if (p != NULL && again) {
       free(k->slot_fail);
       free(k);
-      if (a->ready)
-        lc__ssh_ops.proc_start(p); /* a new agent */
-      else
-        to_channel(c, p);
+      to_channel(c, p);
       continue;
     }
     slot_free(k);
@@ -471,7 +474,11 @@ static void record(lc__ssh_agent *a) {
         slot_spawn(a->slot[i]);
     return;
   case 'q':
-    a->quitting = 1;
+    for (size_t i = 0; i < a->nslot; i++)
+      if (a->slot[i] != NULL && a->slot[i]->p != NULL)
+        return; /* its start is on its way to the agent: that cancels the question */
+    if (put(a, 0, 'Q', NULL, 0) == 0)
+      a->quitting = 1; /* what comes now gets a channel, or the next agent once this one ended */
     return;
   default:
     break;
@@ -479,8 +486,7 @@ static void record(lc__ssh_agent *a) {
   if (k == NULL)
     return; /* an ID forgotten: what the agent sent before it read our k */
   switch (a->type) {
-  case 'p':
-    k->started = 1;
+  case 'p': /* its pid: the lifeline says the group's own */
     return;
   case 'a': {
     long long n = lc__decimal(pay, a->pay.len, 18);

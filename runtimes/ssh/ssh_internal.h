@@ -46,13 +46,13 @@ struct lc__ssh_chan {
   uint64_t open_sent; /* uv_now when the session open was sent (a refusal's age, ssh.c) */
 
   /* K_SLOT: its agent (NULL once the agent ended), its ID there, its stdin bytes sent and not yet
-   * written by the agent; the agent has its start (spawn_sent), said it started it (started), or
-   * said it ended (ended: closed at the agent's next pump; slot_fail, when it could not start
-   * it, why); killing: forgotten by us, until the agent says it forgot it too */
+   * written by the agent; the agent has its start (spawn_sent), or said it ended (ended: closed
+   * at the agent's next pump; slot_fail, when it could not start it, why); killing: forgotten
+   * by us, until the agent says it forgot it too */
   lc__ssh_agent *agent;
   unsigned long slot_id;
   size_t unacked;
-  int spawn_sent, started, ended, killing;
+  int spawn_sent, ended, killing;
   char *slot_fail;
 
   /* K_RELAY: a channel relayed to a local stream */
