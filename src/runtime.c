@@ -827,6 +827,16 @@ size_t lc__proc_in_gather(lc_process *p, char *buf, size_t max) {
   return head + script;
 }
 
+size_t lc__proc_in_next(lc_process *p, char *buf, size_t max, const char **data) {
+  size_t n = lc__proc_in_gather(p, buf, max);
+  if (n > 0) {
+    *data = buf;
+    return n;
+  }
+  n = lc__proc_in_peek(p, data);
+  return n < max ? n : max;
+}
+
 void lc__proc_in_consume(lc_process *p, size_t n) {
   if (!p->go)
     p->in_gate -= n;

@@ -383,6 +383,9 @@ size_t lc__proc_in_peek(lc_process *p, const char **data);
  * script after it as may go now into buf (up to max), so that the two go in one packet; returns
  * how many bytes (lc__proc_in_consume takes them), or 0 when the head is out (peek then). */
 size_t lc__proc_in_gather(lc_process *p, char *buf, size_t max);
+/* The next bytes of stdin to write, at most max: gathered into buf while the head is not out,
+ * else in place (*data); 0 when none now. lc__proc_in_consume takes what was written of them. */
+size_t lc__proc_in_next(lc_process *p, char *buf, size_t max, const char **data);
 void lc__proc_in_consume(lc_process *p, size_t n);
 /* Non-zero when all stdin is written and EOF should be sent now. */
 int lc__proc_in_eof_due(const lc_process *p);

@@ -258,14 +258,9 @@ static void slot_write(lc__ssh_chan *k) {
     return;
   while (k->unacked < AGENT_WINDOW) {
     size_t room = AGENT_WINDOW - k->unacked;
-    if (room > sizeof(packet))
-      room = sizeof(packet);
-    if ((n = lc__proc_in_gather(p, packet, room)) > 0)
-      data = packet;
-    else if ((n = lc__proc_in_peek(p, &data)) == 0)
+    if ((n = lc__proc_in_next(p, packet, room < sizeof(packet) ? room : sizeof(packet), &data)) ==
+        0)
       break;
-    if (n > room)
-      n = room;
     if (put(a, k->slot_id, 'i', data, n) < 0)
       return; /* out of memory: again at the next kick */
     lc__proc_in_consume(p, n);

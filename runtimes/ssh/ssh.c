@@ -333,19 +333,12 @@ static int exec_write(lc__ssh_chan *k) {
   size_t n;
   if (k->remote_closed) /* the process is gone: a late heartbeat or stop has no reader */
     return 0;
-  for (;;) {
-    size_t put;
-    ssize_t w;
-    if ((n = lc__proc_in_gather(p, packet, sizeof(packet))) > 0)
-      data = packet;
-    else if ((n = lc__proc_in_peek(p, &data)) == 0)
-      break;
-    put = n < EXEC_PUT_MAX ? n : EXEC_PUT_MAX;
-    w = lc__ssh_chan_put(k, data, put);
+  while ((n = lc__proc_in_next(p, packet, sizeof(packet), &data)) > 0) {
+    ssize_t w = lc__ssh_chan_put(k, data, n);
     if (w < 0)
       return -1;
     lc__proc_in_consume(p, (size_t)w);
-    if ((size_t)w < put)
+    if ((size_t)w < n)
       return 0;
   }
   if (k->remote_closed) /* closed while we wrote (lc__ssh_chan_put) */
