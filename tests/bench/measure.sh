@@ -5,7 +5,8 @@
 #   bench_begin NAME   WORK (a fresh directory /tmp/lc-NAME-work.XXXXXX), RESULTS (an empty
 #                      $WORK/results.tsv), HOSTS_UP=0, and an EXIT trap that takes the test hosts
 #                      of $DIR down when HOSTS_UP is 1 and removes WORK (INT, TERM: exit 130, 143)
-#   sshd_ticks         SSHD_TICKS: utime+stime+cutime+cstime of the sshds in SSHD_PIDS, in ticks
+#   sshd_ticks         SSHD_TICKS: utime+stime+cutime+cstime of the sshds in SSHD_PIDS and the
+#                      PID namespaces' reapers in INIT_PIDS (--pid-ns), in ticks
 #   child_ms FILE      CHILD_MS: user+sys of the children this shell waited for, in ms, from the
 #                      output of `times` saved in FILE (its second line)
 #   ms_of XmY.ZZZs     REPLY: that duration in ms
@@ -33,10 +34,11 @@ bench_cleanup() {
 }
 
 SSHD_PIDS=()
+INIT_PIDS=() # with a PID namespace per host: its pid 1, which reaps what sshd left (an agent)
 SSHD_TICKS=0
 sshd_ticks() {
   local p f s=0
-  for p in "${SSHD_PIDS[@]}"; do
+  for p in "${SSHD_PIDS[@]}" "${INIT_PIDS[@]}"; do
     if read -r -a f <"/proc/$p/stat" 2>/dev/null; then
       s=$((s + f[13] + f[14] + f[15] + f[16]))
     fi
