@@ -54,10 +54,14 @@
 #define AGENT_PUT_MAX 3584
 #define AGENT_HDR_MAX 48
 
-/* sh: perl's place, then perl on descriptor 4 with the heartbeat limit (s) as its argument. */
+/* sh: perl's place; the agent's descriptor limit raised to the hard one (three descriptors a
+ * process: a login's soft limit of 1,024 would stop it near 330), the login's own kept for the
+ * processes it starts; then perl on descriptor 4 with the heartbeat limit (s) and that limit. */
 static const char agent_sh[] =
     "command -v perl >/dev/null 2>&1 || { echo 'lc-agent: no perl on this host' >&2; exit 127; }\n"
-    "exec perl /dev/fd/4 %d 4<<'LC_AGENT'\n";
+    "lc_nofile=$(ulimit -n)\n"
+    "ulimit -n \"$(ulimit -Hn)\" 2>/dev/null\n"
+    "exec perl /dev/fd/4 %d \"$lc_nofile\" 4<<'LC_AGENT'\n";
 
 /* The agent (one C string may not be longer than 4,095 bytes: two parts). %K: id -> a process
  * ({id, pid, in, out, err: its pipes, undef once closed; buf: stdin not yet written; eof: close
@@ -72,6 +76,8 @@ static const char agent_pl1[] =
     "$SIG{PIPE} = 'IGNORE';\n"
     "$SIG{CHLD} = sub {};\n"
     "my $limit = $ARGV[0] > 0 ? $ARGV[0] : 60;\n"
+    /* each process gets the login's descriptor limit back */
+    "my $pre = $ARGV[1] =~ /^(\\d+|unlimited)$/ ? \"ulimit -n $1 2>/dev/null; \" : '';\n"
     "my (%K, %P, $asked);\n"
     "my ($ib, $ob) = ('', '');\n"
     "binmode STDIN;\n"
@@ -104,7 +110,7 @@ static const char agent_pl1[] =
     "    open(STDIN, '<&', $ir);\n"
     "    open(STDOUT, '>&', $ow);\n"
     "    open(STDERR, '>&', $ew);\n"
-    "    exec('/bin/sh', '-c', $cmd);\n"
+    "    exec('/bin/sh', '-c', $pre . $cmd);\n"
     "    _exit(127);\n"
     "  }\n"
     "  nb($_) for ($iw, $or, $er);\n"

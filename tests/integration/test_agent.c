@@ -16,6 +16,8 @@
  *   reports an error that names the agent, and the next process starts through a new agent;
  * - an idle agent (nothing to run, nothing heard for the heartbeat limit) ends by itself, and the
  *   next process starts a new one;
+ * - a login whose soft descriptor limit is 64: 40 processes at once through its agent (which
+ *   runs with the hard limit), each with the login's 64;
  * - a host without perl (hidden by a bind mount in its mount namespace): every process still
  *   runs, through a channel each, and no lc-agent is left.
  */
@@ -426,6 +428,57 @@ static void test_idle_agent(void) {
   lc_engine_free(engine);
 }
 
+/* ---- the login's descriptor limit ---- */
+
+/* A login whose soft descriptor limit is 64 (its ~/.bashrc says so): 40 processes at once through
+ * the agent (120 pipe ends there: it runs with the hard limit), and each of them has the login's
+ * limit of 64, as a channel of its own would give it. */
+static void test_nofile(void) {
+  char path[4096];
+  lc_engine *engine = NULL;
+  lc_runtime_options o = th_options();
+  lc_runtime *rt;
+  lc_process *p[40] = {0};
+  output out[40];
+  FILE *f;
+  int ok = 0;
+  snprintf(path, sizeof(path), "%s/hosts/6/users/lcbash/.bashrc", th_dir());
+  LC_REQUIRE(access(path, F_OK) != 0); /* none there: the file is this test's */
+  LC_REQUIRE((f = fopen(path, "w")) != NULL);
+  fputs("ulimit -Sn 64\n", f);
+  fclose(f);
+  LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
+  if ((rt = agent_runtime(engine, "lcbash@lab6", &o)) != NULL) {
+    for (int i = 0; i < 40; i++) {
+      lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+      memset(&out[i], 0, sizeof(out[i]));
+      out[i].keep = 1;
+      eo.on_line = on_line;
+      eo.payload = &out[i];
+      LC_CHECK_OK(lc_runtime_spawn(&p[i], rt, "ulimit -n; sleep 4451", &eo));
+    }
+    LC_CHECK(count_until(6, "^sleep 4451", 40, 20000) == 40);
+    for (int i = 0; i < 40; i++)
+      if (p[i] != NULL)
+        lc_process_stop(p[i]);
+    for (int i = 0; i < 40; i++) {
+      lc_exec_result r = {0};
+      if (p[i] == NULL)
+        continue;
+      LC_CHECK_OK(lc_process_wait(&r, p[i], 30000));
+      ok += out[i].out.n == 1 && strcmp(out[i].out.v[0], "64") == 0;
+      lc_process_free(p[i]);
+      output_free(&out[i]);
+    }
+    fprintf(stderr, "  %d of 40 ran at once and saw the limit of 64\n", ok);
+    LC_CHECK(ok == 40);
+    LC_CHECK(count_until(6, "sleep 4451", 0, 10000) == 0);
+    lc_runtime_free(rt);
+  }
+  LC_CHECK(unlink(path) == 0);
+  lc_engine_free(engine);
+}
+
 /* ---- no perl ---- */
 
 static void test_no_perl(void) {
@@ -460,4 +513,5 @@ static void test_no_perl(void) {
 }
 
 LC_TEST_MAIN(LC_TEST(test_parity), LC_TEST(test_sessions), LC_TEST(test_streams),
-             LC_TEST(test_agent_killed), LC_TEST(test_idle_agent), LC_TEST(test_no_perl))
+             LC_TEST(test_agent_killed), LC_TEST(test_idle_agent), LC_TEST(test_nofile),
+             LC_TEST(test_no_perl))
