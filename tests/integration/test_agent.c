@@ -189,18 +189,6 @@ static void test_parity(void) {
 
 /* ---- session channels on a host with MaxSessions 2 ---- */
 
-static int lines_with(const char *path, const char *text) {
-  char line[2048];
-  int n = 0;
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof(line), f) != NULL)
-    n += strstr(line, text) != NULL;
-  fclose(f);
-  return n;
-}
-
 #define MANY 30
 
 /* MANY processes at once on rt, each saying its number once it has all of them started: the
@@ -208,7 +196,7 @@ static int lines_with(const char *path, const char *text) {
 static int run_many(lc_runtime *rt, const char *log) {
   lc_process *p[MANY] = {0};
   output o[MANY];
-  int before = lines_with(log, "ctype session"), ok = 0;
+  int before = th_lines_with(log, "ctype session"), ok = 0;
   for (int i = 0; i < MANY; i++) {
     lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
     char cmd[128];
@@ -238,7 +226,7 @@ static int run_many(lc_runtime *rt, const char *log) {
     output_free(&o[i]);
   }
   LC_CHECK(ok == MANY);
-  return lines_with(log, "ctype session") - before;
+  return th_lines_with(log, "ctype session") - before;
 }
 
 static void test_sessions(void) {

@@ -250,19 +250,6 @@ static void test_low_max_sessions(void) {
   remove_extra_host[0] = '\0';
 }
 
-/* Lines of file path that contain text (sshd's log: appended to, never cut). */
-static int lines_with(const char *path, const char *text) {
-  char line[2048];
-  int n = 0;
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return -1;
-  while (fgets(line, sizeof(line), f) != NULL)
-    n += strstr(line, text) != NULL;
-  fclose(f);
-  return n;
-}
-
 /*
  * Session channels and probes of a start whose 8 workers listen only after 15 s (sshd LogLevel
  * DEBUG1 counts them): the host's agent's one channel, which carries the workers, the context
@@ -292,11 +279,11 @@ static void test_readiness_sessions(void) {
   if (g != NULL) {
     const char *fast = worker_tmpl;
     worker_tmpl = slow_worker_tmpl;
-    before = lines_with(log, "ctype session");
+    before = th_lines_with(log, "ctype session");
     LC_CHECK_OK(start_workers(g, 8, 63100, &c));
-    after = lines_with(log, "ctype session");
+    after = th_lines_with(log, "ctype session");
     worker_tmpl = fast;
-    probes = lines_with(log, "ctype direct-tcpip");
+    probes = th_lines_with(log, "ctype direct-tcpip");
     fprintf(stderr, "  session channels of the start: %d, direct-tcpip: %d\n", after - before,
             probes);
     LC_CHECK(before >= 0);

@@ -142,6 +142,20 @@ fail:
   return -1;
 }
 
+/* Lines of the file at path that contain text (an sshd's log: appended to, never cut); -1 when
+ * it cannot be read. */
+static inline int th_lines_with(const char *path, const char *text) {
+  char line[2048];
+  int n = 0;
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return -1;
+  while (fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, text) != NULL;
+  fclose(f);
+  return n;
+}
+
 typedef int (*th_proc_fn)(long pid, const char *text, const void *arg);
 
 /* Reads /proc/PID/NAME into buf (NULs turned into spaces) and returns what fn counts; 0 when the
