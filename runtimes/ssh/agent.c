@@ -305,10 +305,10 @@ static void agent_end(lc_process *ap, void *arg) {
   int again = c->state == C_READY && c->close_done == NULL && !a->ready;
   if (c->agent == a)
     c->agent = NULL;
-  if (ap->err_code < 0)
-    lc__proc_err(ap, &err);
-  else if (a->fault != NULL)
+  if (a->fault != NULL) /* before its own error: ending it for the fault closed its channel */
     lc__err_set(&err, LC_EREMOTE, "%s: the process agent sent %s", c->rt->name, a->fault);
+  else if (ap->err_code < 0)
+    lc__proc_err(ap, &err);
   else
     lc__err_set(&err, LC_ECLOSED, "%s: the process agent on the host ended (%s %d)%s%.200s",
                 c->rt->name, ap->result.signal ? "signal" : "exit status",
