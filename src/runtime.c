@@ -1696,8 +1696,7 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
   }
   eo.on_line = workdir_line;
   eo.payload = w;
-  eo.label = "workdir";
-  __atomic_store_n(&rt->agent_wanted, 1, __ATOMIC_RELEASE); /* the keeper on, through the agent */
+  eo.label = "workdir"; /* through the agent: workdir_begin_locked set agent_wanted */
   if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0 ||
       (r = proc_start(p)) < 0)
     goto out;

@@ -16,13 +16,12 @@
  *
  * Records, both ways: "ID T LEN\n" and LEN bytes. From us: s (start: the line), i (stdin
  * bytes), e (stdin's end), k (forget it: its pipes are closed, which ends a lifeline's group;
- * the agent confirms with k). From the agent: r (ready, once), p (started: its pid), o and e
- * (stdout and stderr bytes), a (stdin bytes written into its pipe, or dropped: a decimal count),
- * x ("STATUS SIGNAL", after its last output: both pipes closed and the process reaped), f
- * (could not start it: why), k (forgotten), q (asks to quit, idle: no process and nothing heard
- * for the heartbeat limit). We answer q with Q (quit) when nothing of ours is on its way to it;
- * else the start on its way cancels the question. An ID is used again only once the agent said x
- * or k for it.
+ * the agent confirms with k). From the agent: r (ready, once), o and e (stdout and stderr
+ * bytes), a (stdin bytes written into its pipe, or dropped: a decimal count), x ("STATUS
+ * SIGNAL", after its last output: both pipes closed and the process reaped), f (could not start
+ * it: why), k (forgotten), q (asks to quit, idle: no process and nothing heard for the heartbeat
+ * limit). We answer q with Q (quit) when nothing of ours is on its way to it; else the start on
+ * its way cancels the question. An ID is used again only once the agent said x or k for it.
  *
  * What keeps the guarantees of a channel per process:
  *  - the agent holds the write end of every process's stdin: when it ends (its channel closed,
@@ -116,7 +115,6 @@ static const char agent_pl1[] =
     "  nb($_) for ($iw, $or, $er);\n"
     "  my $k = {id => $id, pid => $pid, in => $iw, out => $or, err => $er, buf => ''};\n"
     "  $K{$id} = $P{$pid} = $k;\n"
-    "  rec($id, 'p', $pid);\n"
     "}\n"
     "sub parse {\n"
     "  for (;;) {\n"
@@ -288,13 +286,6 @@ static void slot_spawn(lc__ssh_chan *k) {
   slot_write(k);
 }
 
-/* A channel per process for p on this connection, as if there were no agent. */
-static void to_channel(lc__ssh_conn *c, lc_process *p) {
-  p->backend = NULL;
-  c->agent_off = 1; /* lc__agent_take says no from now on */
-  lc__ssh_ops.proc_start(p);
-}
-
 /* The agent ended (its process finished: exited, killed, its channel closed, the connection
  * lost): what it runs is told so; when it never became ready (no perl), what waited for it goes
  * on through a channel each (nothing of it was sent yet). */
@@ -315,7 +306,7 @@ static void agent_end(lc_process *ap, void *arg) {
                 ap->result.signal ? ap->result.signal : ap->result.exit_status,
                 ap->err_tail.len > 0 ? ": " : "", ap->err_tail.len > 0 ? ap->err_tail.data : "");
   if (again)
-    c->agent_off = 1;
+    c->agent_off = 1; /* lc__agent_take says no from now on: a channel per process */
   for (size_t i = 0; i < a->nslot; i++) {
     lc__ssh_chan *k = a->slot[i];
     lc_process *p;
@@ -324,17 +315,14 @@ static void agent_end(lc_process *ap, void *arg) {
     a->slot[i] = NULL;
     k->agent = NULL;
     p = k->p;
-    if (p != NULL && again) {
-      free(k->slot_fail);
-      free(k);
-      to_channel(c, p);
-      continue;
-    }
     slot_free(k);
-    if (p != NULL) {
-      p->backend = NULL;
+    if (p == NULL)
+      continue;
+    p->backend = NULL;
+    if (again)
+      lc__ssh_ops.proc_start(p); /* a channel of its own */
+    else
       lc__proc_closed(p, &err);
-    }
   }
   free(a->slot);
   lc__buf_free(&a->pay);
@@ -423,9 +411,8 @@ void lc__agent_slot_abort(lc__ssh_chan *k) {
     lc__proc_closed(p, NULL); /* its stdin closed: a lifeline ends its group */
 }
 
-void lc__agent_pump(lc_process *ap) {
-  lc__ssh_conn *c = ap->rt != NULL ? ap->rt->backend : NULL;
-  if (c != NULL && c->agent != NULL && c->agent->ap == ap)
+void lc__agent_pump(lc__ssh_conn *c) {
+  if (c->agent != NULL)
     agent_pump(c->agent);
 }
 
@@ -463,7 +450,7 @@ static void fault(lc__ssh_agent *a, const char *what) {
   lc__proc_kick_later(a->ap);
 }
 
-/* A whole record with a payload of its own (not output): r, p, a, x, f, k, q. */
+/* A whole record with a payload of its own (not output): r, a, x, f, k, q. */
 static void record(lc__ssh_agent *a) {
   lc__ssh_chan *k = slot_of(a, a->id);
   char *pay = a->pay.data != NULL ? a->pay.data : "";
@@ -487,8 +474,6 @@ static void record(lc__ssh_agent *a) {
   if (k == NULL)
     return; /* an ID forgotten: what the agent sent before it read our k */
   switch (a->type) {
-  case 'p': /* its pid: the lifeline says the group's own */
-    return;
   case 'a': {
     long long n = lc__decimal(pay, a->pay.len, 18);
     if (n < 0 || (size_t)n > k->unacked) {

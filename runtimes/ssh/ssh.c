@@ -1832,7 +1832,7 @@ static void ssh_proc_kick(lc_process *p) {
     return;
   }
   if (lc__agent_is(p->rt->backend, p)) {
-    lc__agent_pump(p); /* may end it */
+    lc__agent_pump(p->rt->backend); /* may end it */
     k = p->backend;
   }
   if (k == NULL)

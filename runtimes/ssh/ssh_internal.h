@@ -238,8 +238,8 @@ int lc__agent_take(lc__ssh_conn *c, lc_process *p);
 int lc__agent_is(const lc__ssh_conn *c, const lc_process *p);
 void lc__agent_slot_kick(lc__ssh_chan *k);
 void lc__agent_slot_abort(lc__ssh_chan *k);
-/* The runtime kicked the agent's own process: ends what ended, sends what waits. */
-void lc__agent_pump(lc_process *ap);
+/* The runtime kicked the agent's own process (lc__agent_is): ends what ended. */
+void lc__agent_pump(lc__ssh_conn *c);
 /* The agent's stdout (lc_process.on_raw). */
 void lc__agent_out(lc_process *ap, const char *data, size_t len);
 
