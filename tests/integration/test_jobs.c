@@ -362,13 +362,14 @@ static void test_joblog_resume(void) {
   lc_jobs *q = NULL;
   lc_jobs_options o = LC_JOBS_OPTIONS_INIT;
   char joblog[512], cmd[256];
-  int runs[31], seqs[31], bad = 0, done1 = 0, logged;
+  int runs[31], seqs[31], seqs1[31], bad = 0, done1 = 0, logged;
   lc_jobs_stats st;
   const lc_job *j;
 
   LC_REQUIRE(g != NULL);
   snprintf(joblog, sizeof(joblog), "%s/resume.joblog", tmpdir);
-  /* a job counts once it got to its end: a cancelled one never writes */
+  /* a job counts once it got to its end; a cancelled one may still have written, when the stop
+   * reached it between its echo and its exit (CI under ThreadSanitizer saw it once) */
   snprintf(cmd, sizeof(cmd), "sleep 0.7; echo run {#} >> ~/lcq-runs-%d", (int)getpid());
   o.command = cmd;
   o.joblog = joblog;
@@ -387,6 +388,7 @@ static void test_joblog_resume(void) {
   lc_jobs_free(q);
   logged = count_lines(joblog, NULL) - 1;
   LC_CHECK(logged == done1);
+  joblog_seqs(joblog, seqs1, 30);
 
   o.resume = 1;
   LC_REQUIRE_OK(lc_jobs_new(&q, g, &o));
@@ -399,9 +401,12 @@ static void test_joblog_resume(void) {
   lc_jobs_free(q);
   runs_on_hosts(g, runs, 30);
   joblog_seqs(joblog, seqs, 30);
+  /* each job is logged once; one logged by the first run never runs again; one the cancel
+   * stopped ran once more, after perhaps a write of its stopped run */
   for (int i = 1; i <= 30; i++)
-    if (runs[i] != 1 || seqs[i] != 1) {
-      fprintf(stderr, "  job %d: ran %d times, %d joblog lines\n", i, runs[i], seqs[i]);
+    if (seqs[i] != 1 || runs[i] < 1 || runs[i] > (seqs1[i] == 1 ? 1 : 2)) {
+      fprintf(stderr, "  job %d: ran %d times, %d joblog lines (%d after the first run)\n", i,
+              runs[i], seqs[i], seqs1[i]);
       bad++;
     }
   LC_CHECK(bad == 0);
