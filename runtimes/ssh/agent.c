@@ -16,8 +16,9 @@
  *
  * Records, both ways: "ID T LEN\n" and LEN bytes. From us: s (start: the line), i (stdin
  * bytes), e (stdin's end), k (forget it: its pipes are closed, which ends a lifeline's group;
- * the agent confirms with k). From the agent: r (ready, once), o and e (stdout and stderr
- * bytes), a (stdin bytes written into its pipe, or dropped: a decimal count), x ("STATUS
+ * the agent confirms with k), h (ID 0: a script head that it keeps) and S (start, its stdin
+ * beginning with that head: slot_spawn). From the agent: r (ready, once), o and e (stdout and
+ * stderr bytes), a (stdin bytes written into its pipe, or dropped: a decimal count), x ("STATUS
  * SIGNAL", after its last output: both pipes closed and the process reaped), f (could not start
  * it: why), k (forgotten), q (asks to quit, idle: no process and nothing heard for the heartbeat
  * limit). We answer q with Q (quit) when nothing of ours is on its way to it; else the start on
@@ -77,7 +78,7 @@ static const char agent_pl1[] =
     "my $limit = $ARGV[0] > 0 ? $ARGV[0] : 60;\n"
     /* each process gets the login's descriptor limit back */
     "my $pre = $ARGV[1] =~ /^(\\d+|unlimited)$/ ? \"ulimit -n $1 2>/dev/null; \" : '';\n"
-    "my (%K, %P, $asked);\n"
+    "my (%K, %P, $asked, $head);\n"
     "my ($ib, $ob) = ('', '');\n"
     "binmode STDIN;\n"
     "binmode STDOUT;\n"
@@ -96,8 +97,15 @@ static const char agent_pl1[] =
     "    substr($ob, 0, $w, '');\n"
     "  }\n"
     "}\n"
+    /* stdin bytes written into a pipe, less the head that the agent put there itself */
+    "sub ack {\n"
+    "  my ($k, $n) = @_;\n"
+    "  my $s = $k->{skip} < $n ? $k->{skip} : $n;\n"
+    "  $k->{skip} -= $s;\n"
+    "  rec($k->{id}, 'a', $n - $s) if $n > $s;\n"
+    "}\n"
     "sub spawn {\n"
-    "  my ($id, $cmd) = @_;\n"
+    "  my ($id, $cmd, $h) = @_;\n"
     "  my ($ir, $iw, $or, $ow, $er, $ew);\n"
     "  if (!(pipe($ir, $iw) && pipe($or, $ow) && pipe($er, $ew))) { rec($id, 'f', \"$!\"); "
     "return }\n"
@@ -113,7 +121,8 @@ static const char agent_pl1[] =
     "    _exit(127);\n"
     "  }\n"
     "  nb($_) for ($iw, $or, $er);\n"
-    "  my $k = {id => $id, pid => $pid, in => $iw, out => $or, err => $er, buf => ''};\n"
+    "  my $k = {id => $id, pid => $pid, in => $iw, out => $or, err => $er, buf => $h, "
+    "skip => length $h};\n"
     "  $K{$id} = $P{$pid} = $k;\n"
     "}\n"
     "sub parse {\n"
@@ -125,7 +134,11 @@ static const char agent_pl1[] =
     "    my $d = substr($ib, $nl + 1, $n);\n"
     "    substr($ib, 0, $nl + 1 + $n, '');\n"
     "    my $k = $K{$id};\n"
-    "    if ($t eq 's') { $asked = undef; spawn($id, $d) }\n"
+    "    if ($t eq 'h') { $head = $d }\n"
+    "    elsif ($t eq 's' || $t eq 'S') {\n"
+    "      $asked = undef;\n"
+    "      spawn($id, $d, $t eq 'S' ? $head : '');\n"
+    "    }\n"
     "    elsif ($t eq 'Q') { flush(); quit() }\n"
     "    elsif ($t eq 'k') { if ($k) { shut($k); delete $K{$id} } rec($id, 'k', '') }\n"
     "    elsif (!$k) { }\n"
@@ -168,7 +181,7 @@ static const char agent_pl2[] =
     "      }\n"
     "      next unless $k->{in} && vec($wo, fileno($k->{in}), 1);\n"
     "      my $n = syswrite($k->{in}, $k->{buf});\n"
-    "      if (defined $n) { substr($k->{buf}, 0, $n, ''); rec($k->{id}, 'a', $n) if $n }\n"
+    "      if (defined $n) { substr($k->{buf}, 0, $n, ''); ack($k, $n) }\n"
     "      elsif (!($!{EAGAIN} || $!{EINTR})) { close $k->{in}; $k->{in} = undef }\n"
     "    }\n"
     "  }\n"
@@ -177,8 +190,7 @@ static const char agent_pl2[] =
     "    $k->{st} = $? & 127 ? '-1 ' . ($? & 127) : ($? >> 8) . ' 0';\n"
     "  }\n"
     "  for my $k (values %K) {\n"
-    "    if (!$k->{in} && length $k->{buf}) { rec($k->{id}, 'a', length $k->{buf}); $k->{buf} = '' "
-    "}\n"
+    "    if (!$k->{in} && length $k->{buf}) { ack($k, length $k->{buf}); $k->{buf} = '' }\n"
     "    if ($k->{in} && $k->{eof} && !length $k->{buf}) { close $k->{in}; $k->{in} = undef }\n"
     "    next if $k->{out} || $k->{err} || !defined $k->{st};\n"
     "    shut($k);\n"
@@ -198,6 +210,8 @@ struct lc__ssh_agent {
   lc_process *ap;      /* the agent's own process (a plain one: no lifeline) */
   int ready;           /* it said r: records may go */
   int quitting;        /* we answered its q with Q: it reads nothing more */
+  const char *head;    /* the script head it holds (h), NULL: none yet */
+  size_t head_len;     /* its length */
   const char *fault;   /* what it sent that it should not have: ended at the next pump */
   lc__ssh_chan **slot; /* by ID - 1; NULL: free */
   size_t nslot;
@@ -274,14 +288,31 @@ static void slot_write(lc__ssh_chan *k) {
     p->in_eof_sent = 1;
 }
 
+/* A process's script begins with a head that is the same for every process of its kind (the
+ * lifeline's, 3.9 KB: lc__command_compose_parts); the agent keeps the last one it was sent (h)
+ * and puts it into a process's stdin itself (S instead of s), so it crosses the network once per
+ * agent, not once per process. Its acknowledgements leave it out. */
+#define AGENT_HEAD_MIN 1024
+
 static void slot_spawn(lc__ssh_chan *k) {
+  lc__ssh_agent *a = k->agent;
   lc_process *p = k->p;
-  if (put(k->agent, k->slot_id, 's', p->command, strlen(p->command)) < 0) {
+  size_t head = p->in_head_left >= AGENT_HEAD_MIN ? p->in_head_left : 0;
+  if (head > 0 && (a->head != p->in_head || a->head_len != head)) {
+    if (put(a, 0, 'h', p->in_head, head) < 0) {
+      head = 0; /* out of memory: this process sends its own */
+    } else {
+      a->head = p->in_head;
+      a->head_len = head;
+    }
+  }
+  if (put(a, k->slot_id, head > 0 ? 'S' : 's', p->command, strlen(p->command)) < 0) {
     k->slot_fail = lc__strdup("out of memory");
     k->ended = 1;
     lc__proc_kick_later(k->agent->ap);
     return;
   }
+  lc__proc_in_consume(p, head); /* the agent has it */
   k->spawn_sent = 1;
   slot_write(k);
 }

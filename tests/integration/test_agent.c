@@ -16,6 +16,7 @@
  *   reports an error that names the agent, and the next process starts through a new agent;
  * - an idle agent (nothing to run, nothing heard for the heartbeat limit) ends by itself, and the
  *   next process starts a new one;
+ * - the lifeline's 3.9 KB head reaches the agent once: 20 commands cost it under 2,000 bytes each;
  * - a login whose soft descriptor limit is 64: 40 processes at once through its agent (which
  *   runs with the hard limit), each with the login's 64;
  * - a host without perl (hidden by a bind mount in its mount namespace): every process still
@@ -416,6 +417,60 @@ static void test_idle_agent(void) {
   lc_engine_free(engine);
 }
 
+/* ---- the lifeline's head, once per agent ---- */
+
+/* What the sshd session that runs the agent (its parent) read: the connection's bytes (all of it
+ * the agent's channel here, and its keepalives) and the agent's output: rchar of /proc/PID/io,
+ * which would also count the agent's own reaped children (the commands and what they read). */
+static int agent_sshd_rchar(long pid, const char *cmdline, const void *arg) {
+  long long *rchar = (long long *)arg;
+  char path[64], line[512];
+  long ppid = 0;
+  FILE *f;
+  if (strncmp(cmdline, "lc-agent", 8) != 0)
+    return 0;
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  if ((f = fopen(path, "r")) == NULL)
+    return 0;
+  if (fgets(line, sizeof(line), f) != NULL && strrchr(line, ')') != NULL)
+    sscanf(strrchr(line, ')') + 2, "%*c %ld", &ppid);
+  fclose(f);
+  snprintf(path, sizeof(path), "/proc/%ld/io", ppid);
+  if (ppid <= 1 || (f = fopen(path, "r")) == NULL)
+    return 0;
+  while (fgets(line, sizeof(line), f) != NULL)
+    if (strncmp(line, "rchar: ", 7) == 0)
+      *rchar = strtoll(line + 7, NULL, 10);
+  fclose(f);
+  return 1;
+}
+
+/* Every process under a lifeline begins its script with the lifeline itself (3.9 KB, the same
+ * for all): through the agent it crosses once, not once per process. What the agent's sshd reads
+ * while 20 commands run one after another: their own lines and scripts, under 2,000 bytes each. */
+static void test_head_once(void) {
+  lc_engine *engine = NULL;
+  lc_runtime_options o = th_options();
+  lc_runtime *rt;
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  long long before = -1, after = -1;
+  int ran = 0;
+  LC_REQUIRE_OK(lc_engine_new(&engine, NULL));
+  LC_REQUIRE((rt = agent_runtime(engine, "lab3", &o)) != NULL);
+  LC_REQUIRE(th_each_proc(3, "cmdline", agent_sshd_rchar, &before) == 1);
+  for (int i = 0; i < 20; i++) {
+    lc_exec_result r = {0};
+    ran += lc_runtime_exec(&r, rt, "echo \"$0\" >/dev/null", &eo) == 0 && r.exit_status == 0;
+  }
+  LC_CHECK(ran == 20);
+  LC_REQUIRE(th_each_proc(3, "cmdline", agent_sshd_rchar, &after) == 1);
+  fprintf(stderr, "  lab3: the agent's sshd read %lld bytes for 20 commands\n", after - before);
+  LC_CHECK(after - before > 20 * 100 && after - before < 20 * 2000);
+  lc_runtime_free(rt);
+  LC_CHECK(agents_on(3, 0, 5000) == 0);
+  lc_engine_free(engine);
+}
+
 /* ---- the login's descriptor limit ---- */
 
 /* A login whose soft descriptor limit is 64 (its ~/.bashrc says so): 40 processes at once through
@@ -501,5 +556,5 @@ static void test_no_perl(void) {
 }
 
 LC_TEST_MAIN(LC_TEST(test_parity), LC_TEST(test_sessions), LC_TEST(test_streams),
-             LC_TEST(test_agent_killed), LC_TEST(test_idle_agent), LC_TEST(test_nofile),
-             LC_TEST(test_no_perl))
+             LC_TEST(test_agent_killed), LC_TEST(test_idle_agent), LC_TEST(test_head_once),
+             LC_TEST(test_nofile), LC_TEST(test_no_perl))
