@@ -41,6 +41,13 @@ run_local() {
 # What every run must show: its exit, the exact result, the master first to end, every worker
 # joined, said how it computes and computed items; spread evenly over the hosts given.
 # common_checks LABEL WORKERS HOST...
+# Nothing on stderr but a master's lost race for its port: another program (a test running
+# beside this one) took the port between the launcher's check and the master's bind, and the
+# launcher started the master again on another port (the run's other checks prove it got there).
+quiet_stderr() {
+  ! grep -vqE '^\[localhost master\] master: cannot listen on 127\.0\.0\.1:[0-9]+: address already in use$' "$tmp/err"
+}
+
 common_checks() {
   local label=$1 workers=$2; shift 2
   local hosts=("$@")
@@ -110,7 +117,7 @@ hosts)
   sed 's/^/  out: /' "$tmp/out" >&2
   sed 's/^/  err: /' "$tmp/err" >&2
   common_checks hosts 6 lab0 lab1 lab2
-  check "hosts: nothing on stderr" [ ! -s "$tmp/err" ]
+  check "hosts: nothing on stderr (but a lost race for a port)" quiet_stderr
   check "hosts: the binary went to each host's working directory" \
     [ "$(grep -cE '^sent custom_cluster to lab[0-2]:/.+/custom_cluster$' "$tmp/out")" -eq 3 ]
   check "hosts: the CUDA runtime was probed (GPU, or CPU with the reason)" \
@@ -125,7 +132,7 @@ hosts)
 local)
   run_local LC_CUDART_PATH=/nonexistent/libcudart.so
   common_checks local 4 localhost
-  check "local: nothing on stderr" [ ! -s "$tmp/err" ]
+  check "local: nothing on stderr (but a lost race for a port)" quiet_stderr
   check "local: the workers had no CUDA runtime, and said so" \
     [ "$(grep -c 'compute: CPU (no CUDA runtime: /nonexistent/libcudart.so' "$tmp/out")" -eq 4 ]
   local_leftovers local
@@ -140,7 +147,7 @@ fakegpu)
   # worker is placed on it with CUDA_VISIBLE_DEVICES=0
   run_local LC_CUDART_PATH="$fake" LC_CUBLAS_PATH="$fake"
   common_checks cublas 4 localhost
-  check "cublas: nothing on stderr" [ ! -s "$tmp/err" ]
+  check "cublas: nothing on stderr (but a lost race for a port)" quiet_stderr
   check "cublas: this machine's probe saw the GPU" grep -q '^this machine: .* 1 GPUs' "$tmp/out"
   check "cublas: every worker was placed on it" [ "$(grep -o 'worker-[0-9]@localhost(GPU)' "$tmp/out" | wc -l)" -eq 4 ]
   check "cublas: every worker computed with cublasSdot" \
@@ -149,7 +156,7 @@ fakegpu)
 
   run_local LC_CUDART_PATH="$fake" LC_CUBLAS_PATH=/nonexistent/libcublas.so
   common_checks roundtrip 4 localhost
-  check "roundtrip: nothing on stderr" [ ! -s "$tmp/err" ]
+  check "roundtrip: nothing on stderr (but a lost race for a port)" quiet_stderr
   check "roundtrip: every worker made a device round trip, and said why" \
     [ "$(grep -c 'compute: GPU 0 via CUDA 12.4 (device round trip; arithmetic on the CPU: no cuBLAS: /nonexistent/libcublas.so' "$tmp/out")" -eq 4 ]
   local_leftovers roundtrip
