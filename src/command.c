@@ -386,7 +386,8 @@ int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsign
       "exit 1; fi\n"
       "chmod %o \"$t\" && mv -f \"$t\" \"$f\" || exit 1\n",
       gz ? "gzip -dc >\"$t\"; s=$?\n"
-           "case $s in 0) ;; 126|127) echo \"gzip cannot run here (exit status $s)\" >&2; exit 3 ;; "
+           "case $s in 0) ;; 126|127) echo \"gzip cannot run here (exit status $s)\" >&2; exit 3 "
+           ";; "
            "*) exit 1 ;; esac\n"
          : "cat >\"$t\" || exit 1\n",
       (unsigned long long)size, (unsigned long long)size, mode & 07777u);
@@ -445,6 +446,16 @@ int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const 
       (r = append_root(cleanup, root)) < 0 || (r = lc__buf_puts(cleanup, "/")) < 0)
     return r;
   return lc__buf_shell_quote(cleanup, name);
+}
+
+int lc__command_workdir_again(lc__buf *out, lc__buf *cleanup, const char *path, int keep) {
+  int r;
+  if ((r = lc__buf_puts(out, "umask 077\nd=")) < 0 || (r = lc__buf_shell_quote(out, path)) < 0 ||
+      (r = lc__buf_puts(out, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n")) < 0 || keep)
+    return r;
+  if ((r = lc__buf_puts(out, LC__KEEPER_SH)) < 0 || (r = lc__buf_puts(cleanup, "rm -rf -- ")) < 0)
+    return r;
+  return lc__buf_shell_quote(cleanup, path);
 }
 
 int lc__signal_from_name(const char *name) {

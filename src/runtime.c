@@ -1535,12 +1535,42 @@ static void workdir_line(const char *line, size_t len, lc_stream stream, void *p
   }
 }
 
+/* Starts the process that runs cmd (lc__command_workdir or _again: it prints the directory's
+ * path, then stays as its keeper unless keep_workdir), under a lifeline whose end runs cleanup;
+ * *wp collects its path. Through the host's agent: a runtime with a working directory wants it. */
+static int keeper_start(lc_runtime *rt, const lc__buf *cmd, const lc__buf *cleanup, lc_process **pp,
+                        workdir_out **wp) {
+  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
+  lc_process *p = NULL;
+  int r;
+  *pp = NULL;
+  if ((*wp = lc__calloc(1, sizeof(**wp))) == NULL)
+    return lc__error_set(-ENOMEM, "out of memory");
+  eo.on_line = workdir_line;
+  eo.payload = *wp;
+  eo.label = "workdir";
+  __atomic_store_n(&rt->agent_wanted, 1, __ATOMIC_RELEASE);
+  if ((r = lc__proc_new(&p, rt, cmd->data, &eo, 1, NULL, cleanup->data)) < 0 ||
+      (r = proc_start(p)) < 0) /* proc_start let go of p */
+    return r;
+  *pp = p;
+  return 0;
+}
+
+/* Waits until the keeper printed the path, ended, or deadline (lc__now_ms) passed: whether it
+ * printed the path. */
+static int keeper_wait(workdir_out *w, lc_process *p, uint64_t deadline) {
+  while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && lc__now_ms() < deadline &&
+         lc_process_wait(NULL, p, 20) == -ETIMEDOUT)
+    ;
+  return __atomic_load_n(&w->done, __ATOMIC_ACQUIRE);
+}
+
 /* Starts the process that makes the directory; the caller holds workdir_mu. */
 static int workdir_begin_locked(lc_runtime *rt) {
   static unsigned int made;
   lc__buf cmd = {0}, cleanup = {0};
   workdir_out *w = NULL;
-  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   lc_process *p = NULL;
   char host[256] = "host", name[320];
   int r;
@@ -1550,25 +1580,14 @@ static int workdir_begin_locked(lc_runtime *rt) {
   gethostname(host, sizeof(host) - 1);
   snprintf(name, sizeof(name), "%s-%ld.%u.%llx", host, (long)getpid(),
            __atomic_add_fetch(&made, 1, __ATOMIC_RELAXED), (unsigned long long)lc__now_ms());
-  if ((w = lc__calloc(1, sizeof(*w))) == NULL ||
-      (r = lc__command_workdir(&cmd, &cleanup, rt->workdir_root, name, rt->opts.keep_workdir)) <
-          0) {
+  if (lc__command_workdir(&cmd, &cleanup, rt->workdir_root, name, rt->opts.keep_workdir) < 0)
     r = lc__error_set(-ENOMEM, "out of memory");
-    goto out;
+  else if ((r = keeper_start(rt, &cmd, &cleanup, &p, &w)) == 0) {
+    rt->workdir_making = p;
+    rt->workdir_making_arg = w;
+    rt->workdir_deadline = lc__now_ms() + 30000;
+    w = NULL;
   }
-  eo.on_line = workdir_line;
-  eo.payload = w;
-  eo.label = "workdir";
-  __atomic_store_n(&rt->agent_wanted, 1, __ATOMIC_RELEASE); /* the keeper on, through the agent */
-  if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0)
-    goto out;
-  if ((r = proc_start(p)) < 0)
-    goto out;
-  rt->workdir_making = p;
-  rt->workdir_making_arg = w;
-  rt->workdir_deadline = lc__now_ms() + 30000;
-  w = NULL;
-out:
   workdir_out_free(w);
   lc__buf_free(&cmd);
   lc__buf_free(&cleanup);
@@ -1603,10 +1622,7 @@ int lc_runtime_workdir(const char **out, lc_runtime *rt) {
   w = rt->workdir_making_arg;
   rt->workdir_making = NULL;
   rt->workdir_making_arg = NULL;
-  while (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) && lc__now_ms() < rt->workdir_deadline &&
-         lc_process_wait(NULL, p, 20) == -ETIMEDOUT)
-    ;
-  if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
+  if (!keeper_wait(w, p, rt->workdir_deadline)) {
     if (lc_process_wait(NULL, p, 0) != -ETIMEDOUT && w->why != NULL)
       r = lc__error_set(-EPERM, "%s: refused the root of working directories: %s", rt->name,
                         w->why);
@@ -1677,7 +1693,6 @@ int lc__runtime_workdir_keeper_ended(lc_runtime *rt) {
  */
 int lc__runtime_workdir_renew(lc_runtime *rt) {
   lc__buf cmd = {0}, cleanup = {0};
-  lc_exec_options eo = LC_EXEC_OPTIONS_INIT;
   workdir_out *w = NULL;
   lc_process *p = NULL;
   int r = 0;
@@ -1685,26 +1700,13 @@ int lc__runtime_workdir_renew(lc_runtime *rt) {
   pthread_mutex_lock(&rt->workdir_mu);
   if (rt->workdir == NULL || keeper_running(rt))
     goto out; /* never made, or its keeper still holds it */
-  if ((w = lc__calloc(1, sizeof(*w))) == NULL || lc__buf_puts(&cmd, "umask 077\nd=") < 0 ||
-      lc__buf_shell_quote(&cmd, rt->workdir) < 0 ||
-      lc__buf_puts(&cmd, "\nmkdir -p \"$d\" && printf '%s\\n' \"$d\" || exit 1\n") < 0 ||
-      (!rt->opts.keep_workdir &&
-       (lc__buf_puts(&cmd, LC__KEEPER_SH) < 0 || lc__buf_puts(&cleanup, "rm -rf -- ") < 0 ||
-        lc__buf_shell_quote(&cleanup, rt->workdir) < 0))) {
+  if (lc__command_workdir_again(&cmd, &cleanup, rt->workdir, rt->opts.keep_workdir) < 0) {
     r = lc__error_set(-ENOMEM, "out of memory");
     goto out;
   }
-  eo.on_line = workdir_line;
-  eo.payload = w;
-  eo.label = "workdir"; /* through the agent: workdir_begin_locked set agent_wanted */
-  if ((r = lc__proc_new(&p, rt, cmd.data, &eo, 1, NULL, cleanup.data)) < 0 ||
-      (r = proc_start(p)) < 0)
+  if ((r = keeper_start(rt, &cmd, &cleanup, &p, &w)) < 0)
     goto out;
-  for (uint64_t deadline = lc__now_ms() + 30000; !__atomic_load_n(&w->done, __ATOMIC_ACQUIRE) &&
-                                                 lc__now_ms() < deadline &&
-                                                 lc_process_wait(NULL, p, 20) == -ETIMEDOUT;)
-    ;
-  if (!__atomic_load_n(&w->done, __ATOMIC_ACQUIRE)) {
+  if (!keeper_wait(w, p, lc__now_ms() + 30000)) {
     r = lc__error_set(LC_EREMOTE, "%s: cannot make the working directory %s again", rt->name,
                       rt->workdir);
     goto out;

@@ -581,6 +581,9 @@ void lc__runtime_keep_connected(lc_runtime *rt);
 int lc__runtime_keeps_connected(const lc_runtime *rt);
 int lc__command_workdir(lc__buf *out, lc__buf *cleanup, const char *root, const char *name,
                         int keep);
+/* The script that makes the working directory path again after its keeper ended (the same path:
+ * what holds it stays right), and keeps it unless keep. */
+int lc__command_workdir_again(lc__buf *out, lc__buf *cleanup, const char *path, int keep);
 int lc__signal_from_name(const char *name);
 
 /* Caller's thread: drops rt->jump's reference; the last one frees the hop runtime. NULL is fine. */
