@@ -10,8 +10,6 @@
  *  - channel writes only while SSH_WRITE_PENDING is clear (the write gate), never past the window;
  *    small writes into exec channels (heartbeats, stops) pass a closed gate, a bounded amount
  *    (gate_allows): libssh sets it after every send, so during an output flood it is rarely clear;
- *    the poll asks for POLLOUT only while libssh holds output or a writer waits for the gate, and
- *    what a pass left in libssh goes out in the next pass of the same wake-up (conn_drive);
  *  - the poll watches a close-on-exec dup of the fd, stopped before libssh frees the session;
  *  - a channel write never gives libssh more than the socket takes at once: libssh flushes with
  *    a blocking send(), and one host that stops reading must not stop the loop (lc__ssh_chan_put);
@@ -42,7 +40,6 @@
 #include <unistd.h>
 
 #define DOPOLL_ROUNDS 64
-#define DRIVE_PASSES 4 /* passes of conn_drive per wake-up while libssh holds output */
 #define MAX_SESSIONS 10
 /* how long after we free a session channel sshd may still count it (a generous bound: it reaps
  * it on its next loop pass) */
@@ -251,12 +248,8 @@ static int gate_seen_open(lc__ssh_conn *c) {
   if (!lc__ssh_write_open(c))
     return 0;
   c->gate_bypassed = 0;
-  c->gate_wanted = 0;
   return 1;
 }
-
-/* A writer waits for the closed gate: the poll asks for POLLOUT, whose round reopens it. */
-void lc__ssh_gate_wait(lc__ssh_conn *c) { c->gate_wanted = 1; }
 
 static size_t gate_allows(lc__ssh_chan *k) {
   lc__ssh_conn *c = k->c;
@@ -264,10 +257,8 @@ static size_t gate_allows(lc__ssh_chan *k) {
   if (gate_seen_open(c))
     return SIZE_MAX;
   if (k->kind != K_EXEC || c->gate_bypassed >= GATE_BYPASS_MAX ||
-      (room = sock_room(c)) <= c->gate_bypassed) {
-    c->gate_wanted = 1;
+      (room = sock_room(c)) <= c->gate_bypassed)
     return 0;
-  }
   room -= c->gate_bypassed;
   return GATE_BYPASS_MAX - c->gate_bypassed < room ? GATE_BYPASS_MAX - c->gate_bypassed : room;
 }
@@ -352,11 +343,7 @@ static int exec_write(lc__ssh_chan *k) {
   }
   if (k->remote_closed) /* closed while we wrote (lc__ssh_chan_put) */
     return 0;
-  if (!lc__proc_in_eof_due(p))
-    return 0;
-  if ((n = gate_allows(k)) < EOF_PACKET) {
-    lc__ssh_gate_wait(k->c);
-  } else {
+  if (lc__proc_in_eof_due(p) && (n = gate_allows(k)) >= EOF_PACKET) {
     p->in_eof_sent = 1;
     /* SSH_AGAIN: the EOF is queued (libssh marked it sent) but its flush did not finish, as past
      * a closed gate when the socket does not poll writable at once: not a failure (CI saw a file
@@ -752,10 +739,7 @@ void lc__ssh_update_poll(lc__ssh_conn *c) {
   if (!c->poll_inited || c->s == NULL)
     return;
   mask = UV_READABLE;
-  /* POLLOUT only for what waits: libssh closes the gate after every send, also with nothing
-   * left to send, and a wake-up only to reopen it costs as much as the send */
-  if (c->sock_full ||
-      (!gate_seen_open(c) && (c->gate_wanted || ssh_get_status(c->s) & SSH_WRITE_PENDING)))
+  if (!gate_seen_open(c) || c->sock_full)
     mask |= UV_WRITABLE;
   if (mask != c->poll_mask) {
     c->poll_mask = mask;
@@ -1085,49 +1069,6 @@ static void conn_ready(lc__ssh_conn *c) {
     lc__tunnel_restore(c);
 }
 
-/* One pass over a ready connection: libssh's poll rounds (read what came, send what it holds),
- * then every channel and request. -1: the connection failed. */
-static int drive_pass(lc__ssh_conn *c) {
-  int r;
-  c->drive_seq++;
-  c->sock_full = 0; /* every writer gets its turn below, and says again if the socket is full */
-  c->in_rounds = 1;
-  c->in_more = 1;
-  for (int i = 0; i < DOPOLL_ROUNDS; i++) {
-    r = ssh_event_dopoll(c->ev, 0);
-    if (r == SSH_ERROR) {
-      c->in_rounds = 0;
-      lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
-      return -1;
-    }
-    if (r == SSH_AGAIN) {
-      c->in_more = 0;
-      break;
-    }
-  }
-  c->in_rounds = 0;
-  gate_seen_open(c);
-  if (c->in_more) { /* held data waits for the next wake-up only if one surely comes */
-    int avail = 0;
-    c->in_more = ioctl(c->poll_fd, FIONREAD, &avail) == 0 && avail > 0;
-  }
-  /* answers to listen requests first: sshd can send a new forward's first connection in the
-   * same read as its answer, and that connection must find its forward */
-  lc__tunnel_requests(c);
-  lc__tunnel_accept_forwarded(c);
-  chans_pump(c);
-  /* a channel's read can flush libssh's output and reopen the write gate that closed on an
-   * earlier channel in the same pass: give the writers another turn while it is open */
-  for (int i = 0; i < 8 && c->state == C_READY && lc__ssh_write_open(c) && writers_waiting(c); i++)
-    chans_pump(c);
-  lc__tunnel_requests(c);
-  if (c->state == C_READY && ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) {
-    lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
-    return -1;
-  }
-  return 0;
-}
-
 static void conn_drive(lc__ssh_conn *c) {
   int r;
   switch (c->state) {
@@ -1210,17 +1151,42 @@ static void conn_drive(lc__ssh_conn *c) {
                  c->algo_skipped[0] && c->host.pubkey_algorithms ? c->host.pubkey_algorithms : "");
     return;
   case C_READY:
-    /* What a pass wrote and libssh holds (all but the first packet after a send: libssh waits
-     * for POLLOUT before the next) goes out in the next pass's poll round, and writers that
-     * found the gate closed go on there, not after a wake-up for POLLOUT of their own (an
-     * epoll change, a wake-up and another one back: as much CPU as the send): a few passes,
-     * each reading first, then the writers, within the socket's free buffer as always. */
-    for (int pass = 0; pass < DRIVE_PASSES; pass++) {
-      if (drive_pass(c) < 0)
+    c->drive_seq++;
+    c->sock_full = 0; /* every writer gets its turn below, and says again if the socket is full */
+    c->in_rounds = 1;
+    c->in_more = 1;
+    for (int i = 0; i < DOPOLL_ROUNDS; i++) {
+      r = ssh_event_dopoll(c->ev, 0);
+      if (r == SSH_ERROR) {
+        c->in_rounds = 0;
+        lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
         return;
-      if (c->state != C_READY || c->sock_full ||
-          (!c->gate_wanted && !(ssh_get_status(c->s) & SSH_WRITE_PENDING)))
+      }
+      if (r == SSH_AGAIN) {
+        c->in_more = 0;
         break;
+      }
+    }
+    c->in_rounds = 0;
+    gate_seen_open(c);
+    if (c->in_more) { /* held data waits for the next wake-up only if one surely comes */
+      int avail = 0;
+      c->in_more = ioctl(c->poll_fd, FIONREAD, &avail) == 0 && avail > 0;
+    }
+    /* answers to listen requests first: sshd can send a new forward's first connection in the
+     * same read as its answer, and that connection must find its forward */
+    lc__tunnel_requests(c);
+    lc__tunnel_accept_forwarded(c);
+    chans_pump(c);
+    /* a channel's read can flush libssh's output and reopen the write gate that closed on an
+     * earlier channel in the same pass: give the writers another turn while it is open */
+    for (int i = 0; i < 8 && c->state == C_READY && lc__ssh_write_open(c) && writers_waiting(c);
+         i++)
+      chans_pump(c);
+    lc__tunnel_requests(c);
+    if (c->state == C_READY && ssh_get_status(c->s) & (SSH_CLOSED | SSH_CLOSED_ERROR)) {
+      lc__ssh_fail(c, LC_ECLOSED, "%s: connection lost: %s", c->where, lc__ssh_err(c));
+      return;
     }
     break;
   default:

@@ -140,7 +140,6 @@ struct lc__ssh_conn {
   uint64_t req_sent_at; /* uv_now when it was sent: unanswered for the keepalive limit = lost */
   int sock_full; /* a write into a channel was cut short: the socket could not take it at once */
   size_t gate_bypassed; /* small writes let past the closed write gate since it was last open */
-  int gate_wanted;      /* a writer found the gate closed: the poll waits for it to open */
   /* remote listens granted: those waiting for the next listing of the host's listeners, those
    * the listing in flight (check) covers; one listing at a time checks all granted meanwhile */
   lc__ssh_bound *unchecked, *checking;
@@ -204,7 +203,6 @@ struct lc__ssh_conn {
 const char *lc__ssh_err(lc__ssh_conn *c);
 void lc__ssh_update_poll(lc__ssh_conn *c);
 int lc__ssh_write_open(const lc__ssh_conn *c);
-void lc__ssh_gate_wait(lc__ssh_conn *c);
 ssize_t lc__ssh_chan_put(lc__ssh_chan *k, const char *data, size_t len);
 void lc__ssh_fail(lc__ssh_conn *c, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -253,13 +253,10 @@ void lc__tunnel_pump(lc__ssh_chan *k) {
   }
   if (!k->stream_eof && k->to_chan.len - k->to_chan_off < RELAY_BUF_MAX / 2)
     uv_read_start(k->stream, relay_alloc, on_stream_read);
-  if (k->stream_eof && k->to_chan.len == k->to_chan_off && !k->chan_eof_sent) {
-    if (!lc__ssh_write_open(c)) {
-      lc__ssh_gate_wait(c);
-    } else {
-      k->chan_eof_sent = 1;
-      ssh_channel_send_eof(k->ch);
-    }
+  if (k->stream_eof && k->to_chan.len == k->to_chan_off && !k->chan_eof_sent &&
+      lc__ssh_write_open(c)) {
+    k->chan_eof_sent = 1;
+    ssh_channel_send_eof(k->ch);
   }
   /* the host's CLOSE can come while its last data still waits here (libssh delays the close
    * until that is read): end only once everything it sent reached the stream */
