@@ -386,8 +386,8 @@ int lc__command_write_file(lc__buf *out, const char *path, uint64_t size, unsign
       "exit 1; fi\n"
       "chmod %o \"$t\" && mv -f \"$t\" \"$f\" || exit 1\n",
       gz ? "gzip -dc >\"$t\"; s=$?\n"
-           "case $s in 0) ;; 126|127) echo \"gzip cannot run here (exit status $s)\" >&2; exit 3 "
-           ";; "
+           "case $s in 0) ;;\n"
+           "126|127) echo \"gzip cannot run here (exit status $s)\" >&2; exit 3 ;;\n"
            "*) exit 1 ;; esac\n"
          : "cat >\"$t\" || exit 1\n",
       (unsigned long long)size, (unsigned long long)size, mode & 07777u);
